@@ -1,0 +1,3 @@
+from clusterset_dns.cli import main
+
+raise SystemExit(main())

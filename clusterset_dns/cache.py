@@ -1,0 +1,158 @@
+"""The object stores and the zone of ready-made answers built from them.
+
+Sources (manifest files, the Kubernetes watch) describe changes as a list of
+:data:`Op`; :meth:`Cache.apply` applies one list and rebuilds the services it
+touched before returning. The answer dicts are changed in place inside that
+one synchronous call, so on the event loop a query sees either all of an
+update or none of it. Ops are plain picklable tuples so that the same list
+can be fanned out to worker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clusterset_dns import wire
+from clusterset_dns.model import IP, EndpointSlice, ObjectKey, ServiceImport
+from clusterset_dns.names import ZoneNames, to_wire
+from clusterset_dns.records import Built, RecordBuilder
+
+log = logging.getLogger(__name__)
+
+# ("import", key, object or None to delete) | ("slice", ...) |
+# ("replace-imports", None, {key: object}) | ("replace-slices", ...) | ("synced", None, bool)
+OpKind = Literal["import", "slice", "replace-imports", "replace-slices", "synced"]
+Op = tuple[OpKind, object, object]
+
+
+@dataclass(slots=True)
+class Zone:
+    """What the handler reads. The dicts keep their identity for the process's life."""
+
+    apex_wire: bytes
+    answers: dict[bytes, wire.Answer] = field(default_factory=dict)
+    names: dict[bytes, int] = field(default_factory=dict)  # existing name -> reference count
+    nxdomain: wire.Answer | None = None
+    nodata: wire.Answer | None = None
+    synced: bool = False
+    serial: int = 0
+    generation: int = 0  # counts applied changes; for metrics and tests
+
+
+class Cache:
+    def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = ()) -> None:
+        self.builder = RecordBuilder(zone_names, ttl)
+        self.zone = Zone(apex_wire=to_wire(zone_names.apex))
+        self.imports: dict[ObjectKey, ServiceImport] = {}
+        self.slices: dict[ObjectKey, EndpointSlice] = {}
+        self._slices_of: dict[ObjectKey, dict[ObjectKey, EndpointSlice]] = {}
+        self._built: dict[ObjectKey, Built] = {}
+        self._ns_addresses = list(ns_addresses)
+        self._apex = Built()
+        self._set_serial(int(time.time()))
+
+    # -- applying changes ----------------------------------------------------------------
+
+    def apply(self, ops: Iterable[Op]) -> None:
+        dirty: set[ObjectKey] = set()
+        for kind, key, value in ops:
+            if kind == "import":
+                self._put_import(key, value, dirty)  # type: ignore[arg-type]
+            elif kind == "slice":
+                self._put_slice(key, value, dirty)  # type: ignore[arg-type]
+            elif kind == "replace-imports":
+                new = dict(value)  # type: ignore[call-overload]
+                for old_key in [k for k in self.imports if k not in new]:
+                    self._put_import(old_key, None, dirty)
+                for new_key, obj in new.items():
+                    self._put_import(new_key, obj, dirty)
+            elif kind == "replace-slices":
+                new = dict(value)  # type: ignore[call-overload]
+                for old_key in [k for k in self.slices if k not in new]:
+                    self._put_slice(old_key, None, dirty)
+                for new_key, obj in new.items():
+                    self._put_slice(new_key, obj, dirty)
+            elif kind == "synced":
+                self.zone.synced = bool(value)
+        if dirty:
+            for service in dirty:
+                self._rebuild(service)
+            self._set_serial(self.zone.serial + 1)
+            self.zone.generation += 1
+
+    def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey]) -> None:
+        if self.imports.get(key) == obj:
+            return  # no DNS-visible change (status conditions, annotations, ...)
+        if obj is None:
+            del self.imports[key]
+        else:
+            self.imports[key] = obj
+        dirty.add(key)
+
+    def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey]) -> None:
+        old = self.slices.get(key)
+        if old == obj:
+            return
+        if old is not None:
+            service = (old.namespace, old.service)
+            self._slices_of[service].pop(key, None)
+            if not self._slices_of[service]:
+                del self._slices_of[service]
+            dirty.add(service)
+            del self.slices[key]
+        if obj is not None:
+            self.slices[key] = obj
+            service = (obj.namespace, obj.service)
+            self._slices_of.setdefault(service, {})[key] = obj
+            dirty.add(service)
+
+    # -- rebuilding -----------------------------------------------------------------------
+
+    def _rebuild(self, service: ObjectKey) -> None:
+        imp = self.imports.get(service)
+        built = Built()
+        if imp is not None:
+            built = self.builder.service(imp, self._slices_of.get(service, {}).values())
+        self._swap(self._built.pop(service, None), built)
+        if imp is not None:
+            self._built[service] = built
+
+    def _swap(self, old: Built | None, new: Built) -> None:
+        answers, names = self.zone.answers, self.zone.names
+        if old is not None:
+            for key in old.answers:
+                if key not in new.answers:
+                    del answers[key]
+            for name in old.names:
+                count = names[name] - 1
+                if count:
+                    names[name] = count
+                else:
+                    del names[name]
+        answers.update(new.answers)
+        for name in new.names:
+            names[name] = names.get(name, 0) + 1
+
+    def _set_serial(self, serial: int) -> None:
+        serial &= 0xFFFFFFFF
+        zone = self.zone
+        zone.serial = serial
+        apex = self.builder.apex(serial, self._ns_addresses)
+        self._swap(self._apex, apex)
+        self._apex = apex
+        zone.nxdomain = self.builder.negative(serial, wire.NXDOMAIN)
+        zone.nodata = self.builder.negative(serial, wire.NOERROR)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "imports": len(self.imports),
+            "slices": len(self.slices),
+            "answers": len(self.zone.answers),
+            "names": len(self.zone.names),
+        }

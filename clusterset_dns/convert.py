@@ -1,0 +1,205 @@
+"""Raw API dicts to the model. The only module that knows Kubernetes field names.
+
+ServiceImport fields are read from ``status``, else the object root, else
+``spec``: v1alpha1/v1beta1 keep them in ``spec``, the proposed v1alpha2 at the
+root, and the GKE / Azure Fleet forks in ``status``.
+
+Conversion never raises anything but :class:`InvalidObject`; problems that
+only cost part of an object (one bad IP, one bad endpoint) are reported to the
+``warn`` callback and the rest is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from ipaddress import ip_address
+from typing import Any
+
+from clusterset_dns import names
+from clusterset_dns.model import (
+    IP,
+    Endpoint,
+    EndpointSlice,
+    ObjectKey,
+    Port,
+    ServiceImport,
+    ServiceType,
+)
+
+GROUP = "multicluster.x-k8s.io"
+SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
+SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
+SLICE_API_VERSION = "discovery.k8s.io/v1"
+
+Warn = Callable[[str], None]
+
+
+class InvalidObject(ValueError):
+    """The object cannot be served at all; the message says why."""
+
+
+def _ignore(_: str) -> None:
+    pass
+
+
+def kind_of(obj: Mapping[str, Any]) -> str:
+    kind = obj.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
+def key_of(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise InvalidObject("no metadata")
+    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        raise InvalidObject("metadata.name / metadata.namespace missing or not a string")
+    return namespace, name
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """``ServiceImport prod/web`` for log lines, even for broken objects."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    return f"{kind_of(obj) or '?'} {meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+
+
+def is_service_import(obj: Mapping[str, Any], groups: frozenset[str] = frozenset({GROUP})) -> bool:
+    api = obj.get("apiVersion")
+    return kind_of(obj) == "ServiceImport" and isinstance(api, str) and api.split("/")[0] in groups
+
+
+def is_endpoint_slice(obj: Mapping[str, Any]) -> bool:
+    return kind_of(obj) == "EndpointSlice" and obj.get("apiVersion") == SLICE_API_VERSION
+
+
+def _field(obj: Mapping[str, Any], name: str) -> Any:
+    for section in (obj.get("status"), obj, obj.get("spec")):
+        if isinstance(section, Mapping) and section.get(name) not in (None, "", []):
+            return section[name]
+    return None
+
+
+def _dns_label(text: Any, what: str) -> str:
+    if not isinstance(text, str) or not names.is_label(text):
+        raise InvalidObject(f"{what} {text!r} is not a DNS label")
+    return text.lower()
+
+
+def _ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{where} is not a list")
+    ports: list[Port] = []
+    for i, item in enumerate(raw):
+        try:
+            if not isinstance(item, Mapping):
+                raise InvalidObject("not an object")
+            number = item.get("port")
+            if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+                raise InvalidObject(f"port {number!r} is not in 1..65535")
+            protocol = item.get("protocol") or "TCP"
+            if not isinstance(protocol, str) or protocol.upper() not in ("TCP", "UDP", "SCTP"):
+                raise InvalidObject(f"protocol {protocol!r} is not TCP, UDP or SCTP")
+            name = item.get("name") or ""
+            name = _dns_label(name, "port name") if name else ""
+            ports.append(Port(name=name, protocol=protocol.lower(), port=number))
+        except InvalidObject as exc:
+            warn(f"{where}[{i}] skipped: {exc}")
+    return tuple(ports)
+
+
+def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImport:
+    namespace, name = key_of(obj)
+    _dns_label(namespace, "namespace")
+    _dns_label(name, "name")
+    raw_type = _field(obj, "type")
+    try:
+        svc_type = ServiceType(raw_type)
+    except ValueError:
+        raise InvalidObject(f"type {raw_type!r} is neither ClusterSetIP nor Headless") from None
+    ips: list[IP] = []
+    raw_ips = _field(obj, "ips") or []
+    if not isinstance(raw_ips, list):
+        raise InvalidObject("ips is not a list")
+    for raw in raw_ips:
+        try:
+            ip = ip_address(raw.strip() if isinstance(raw, str) else raw)
+        except ValueError:
+            warn(f"IP {raw!r} does not parse, dropped")
+            continue
+        if ip not in ips:
+            ips.append(ip)
+    return ServiceImport(
+        namespace=namespace.lower(),
+        name=name.lower(),
+        type=svc_type,
+        ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
+        ports=_ports(_field(obj, "ports"), "ports", warn),
+    )
+
+
+def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
+    """One ready endpoint, or None when it is not ready (absent ``ready`` = ready)."""
+    if not isinstance(raw, Mapping):
+        raise InvalidObject("not an object")
+    conditions = raw.get("conditions")
+    if isinstance(conditions, Mapping) and conditions.get("ready") is False:
+        return None
+    addresses: list[IP] = []
+    for text in raw.get("addresses") or []:
+        try:
+            ip = ip_address(text)
+        except ValueError:
+            warn(f"{where}: address {text!r} does not parse, dropped")
+            continue
+        if ip.version != family:
+            warn(f"{where}: address {text!r} is not IPv{family} like its slice, dropped")
+            continue
+        addresses.append(ip)
+    hostname = raw.get("hostname") or None
+    if hostname is not None:
+        hostname = _dns_label(hostname, "hostname")
+    return Endpoint(addresses=tuple(addresses), hostname=hostname) if addresses else None
+
+
+def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlice | None:
+    """The slice, or None for slices DNS does not use (FQDN address type)."""
+    namespace, name = key_of(obj)
+    meta = obj["metadata"]
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    service = labels.get(SERVICE_NAME_LABEL)
+    if not service:
+        raise InvalidObject(f"label {SERVICE_NAME_LABEL} missing or empty")
+    service = _dns_label(service, f"label {SERVICE_NAME_LABEL}")
+    cluster = labels.get(SOURCE_CLUSTER_LABEL) or None
+    if cluster is not None:
+        try:
+            names.split(cluster)
+        except (names.NameError_, UnicodeError):
+            raise InvalidObject(f"cluster id {cluster!r} is not a DNS name") from None
+        cluster = cluster.lower().rstrip(".")
+    address_type = obj.get("addressType")
+    if address_type == "FQDN":
+        return None
+    if address_type not in ("IPv4", "IPv6"):
+        raise InvalidObject(f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
+    family = 4 if address_type == "IPv4" else 6
+    endpoints: list[Endpoint] = []
+    for i, raw in enumerate(obj.get("endpoints") or []):
+        try:
+            endpoint = _endpoint(raw, family, f"endpoints[{i}]", warn)
+        except InvalidObject as exc:
+            warn(f"endpoints[{i}] skipped: {exc}")
+            continue
+        if endpoint is not None:
+            endpoints.append(endpoint)
+    return EndpointSlice(
+        namespace=namespace.lower(),
+        name=name,
+        service=service,
+        cluster=cluster,
+        endpoints=tuple(endpoints),
+        ports=_ports(obj.get("ports"), "ports", warn),
+    )

@@ -1,0 +1,64 @@
+"""Prometheus metrics. The DNS path only bumps plain integers (handler.Stats);
+they are turned into metric families here, at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from clusterset_dns.cache import Cache
+from clusterset_dns.handler import Stats
+
+RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
+          16: "BADVERS"}
+
+registry = CollectorRegistry(auto_describe=True)
+invalid_objects = Counter("clusterset_dns_invalid_objects_total",
+                          "API objects skipped because they are invalid for DNS", ["kind"],
+                          registry=registry)
+watch_restarts = Counter("clusterset_dns_watch_restarts_total",
+                         "Watch streams restarted, by resource and reason",
+                         ["resource", "reason"], registry=registry)
+relists = Counter("clusterset_dns_relists_total", "Full lists of a resource", ["resource"],
+                  registry=registry)
+last_event = Gauge("clusterset_dns_last_event_timestamp_seconds",
+                   "When the last watch event arrived", ["resource"], registry=registry)
+update_seconds = Histogram("clusterset_dns_update_seconds",
+                           "Time to rebuild answers for one batch of changes",
+                           buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+                           registry=registry)
+
+
+class ServerCollector(Collector):
+    """Reads the counters of this process and of its workers (``extra_stats``)."""
+
+    def __init__(self, cache: Cache, stats: Stats,
+                 extra_stats: Callable[[], list[Stats]] = list) -> None:
+        self.cache = cache
+        self.stats = stats
+        self.extra_stats = extra_stats
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        every = [self.stats, *self.extra_stats()]
+        responses = CounterMetricFamily("clusterset_dns_responses", "DNS responses sent, by rcode",
+                                        labels=["rcode"])
+        for code, name in RCODES.items():
+            responses.add_metric([name], sum(s.rcodes[code] for s in every))
+        yield responses
+        yield CounterMetricFamily("clusterset_dns_truncated", "UDP responses sent with TC set",
+                                  value=sum(s.truncated for s in every))
+        yield CounterMetricFamily("clusterset_dns_dropped",
+                                  "Packets not answered (no header, or a response)",
+                                  value=sum(s.dropped for s in every))
+        zone = self.cache.zone
+        yield GaugeMetricFamily("clusterset_dns_synced", "1 once both resources were listed",
+                                value=1 if zone.synced else 0)
+        yield GaugeMetricFamily("clusterset_dns_zone_serial", "SOA serial", value=zone.serial)
+        objects = GaugeMetricFamily("clusterset_dns_objects", "Objects in the cache",
+                                    labels=["kind"])
+        for kind, count in self.cache.counts().items():
+            objects.add_metric([kind], count)
+        yield objects

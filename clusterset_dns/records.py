@@ -1,0 +1,190 @@
+"""Answers built when data changes: one service's records, and the zone's own.
+
+Everything a query can be answered with is built here, ahead of time, as an
+:class:`~clusterset_dns.wire.Answer` under its question key. Negative answers
+are not stored per name: a name either exists (then a missing type is NODATA)
+or it does not (NXDOMAIN); see :mod:`clusterset_dns.cache`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from clusterset_dns import names, wire
+from clusterset_dns.model import IP, EndpointSlice, Port, ServiceImport, ServiceType
+from clusterset_dns.names import Labels, ZoneNames
+from clusterset_dns.wire import ANY, HINFO, SRV, Encoder, question_key
+
+SCHEMA_VERSION = b"1.0.0"  # MCS DNS schema version served at dns-version.<zone>
+SCHEMA_VERSION_TTL = 28800
+HINFO_RFC8482 = (b"RFC8482", b"")
+
+
+@dataclass(slots=True)
+class Built:
+    """What one service (or the apex) puts into the zone."""
+
+    answers: dict[bytes, wire.Answer] = field(default_factory=dict)
+    names: set[bytes] = field(default_factory=set)  # wire names that exist (owners + ENTs)
+
+
+def _sorted_ips(ips: Iterable[IP]) -> list[IP]:
+    return sorted(set(ips), key=lambda ip: (ip.version, int(ip)))
+
+
+def srv_weight(count: int) -> int:
+    """CoreDNS's rule: the RRset's records share a weight of 100."""
+    return max(1, 100 // count)
+
+
+class RecordBuilder:
+    """Builds answers for one zone; holds the per-zone constants."""
+
+    def __init__(self, zone: ZoneNames, ttl: int) -> None:
+        self.zone = zone
+        self.ttl = ttl
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _exists(self, out: Built, owner: Labels) -> None:
+        """Marks the owner and every name between it and the apex as existing."""
+        for i in range(len(owner) - len(self.zone.apex)):
+            out.names.add(names.to_wire(owner[i:]))
+
+    def _any(self, owner: Labels) -> wire.Answer:
+        enc = Encoder(owner)
+        enc.text(0, owner, HINFO, self.ttl, HINFO_RFC8482)
+        return enc.finish()
+
+    def _addresses(self, out: Built, owner: Labels, ips: list[IP]) -> None:
+        """A and AAAA answers for ``owner`` (an absent family is NODATA)."""
+        for version, rtype in ((4, wire.A), (6, wire.AAAA)):
+            family = [ip for ip in ips if ip.version == version]
+            if family:
+                enc = Encoder(owner)
+                for ip in family:
+                    enc.address(0, owner, self.ttl, ip.packed)
+                out.answers[question_key(owner, rtype)] = enc.finish()
+
+    def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
+             glue: dict[Labels, list[IP]]) -> None:
+        """One SRV answer; ``targets`` is (target, port) de-duplicated, in order."""
+        enc = Encoder(owner)
+        weight = srv_weight(len(targets))
+        for target, port in targets:
+            enc.srv(0, owner, self.ttl, weight, port, target)
+        seen: set[Labels] = set()
+        for target, _ in targets:
+            if target not in seen:
+                seen.add(target)
+                for ip in glue.get(target, ()):
+                    enc.address(2, target, self.ttl, ip.packed)
+        out.answers[question_key(owner, SRV)] = enc.finish()
+
+    def _srv_sets(self, out: Built, service: Labels, records: list[tuple[Labels, Port]],
+                  glue: dict[Labels, list[IP]]) -> None:
+        """Bare-name SRV (every port, one per target+port) and ``_port._proto`` SRV."""
+        bare: dict[tuple[Labels, int], None] = {}
+        named: dict[Labels, dict[tuple[Labels, int], None]] = {}
+        for target, port in records:
+            bare[(target, port.port)] = None
+            if port.name:
+                owner = self.zone.port_srv(service, port.name, port.protocol)
+                named.setdefault(owner, {})[(target, port.port)] = None
+        if bare:
+            self._srv(out, service, list(bare), glue)
+        for owner, targets in named.items():
+            self._srv(out, owner, list(targets), glue)
+            self._exists(out, owner)
+            out.answers[question_key(owner, ANY)] = self._any(owner)
+
+    # -- services --------------------------------------------------------------------
+
+    def service(self, imp: ServiceImport, slices: Iterable[EndpointSlice]) -> Built:
+        out = Built()
+        svc = self.zone.service(imp.namespace, imp.name)
+        self._exists(out, svc[1:])  # <ns>.svc.<zone> exists while any import does
+        if imp.type is ServiceType.CLUSTER_SET_IP:
+            self._cluster_set_ip(out, svc, imp)
+        else:
+            self._headless(out, svc, list(slices))
+        return out
+
+    def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
+        ips = _sorted_ips(imp.ips)
+        self._exists(out, svc)
+        self._addresses(out, svc, ips)
+        self._srv_sets(out, svc, [(svc, port) for port in imp.ports], {svc: ips})
+        if out.answers:
+            out.answers[question_key(svc, ANY)] = self._any(svc)
+
+    def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice]) -> None:
+        every: list[IP] = []
+        hosts: dict[Labels, list[IP]] = {}
+        srv_records: list[tuple[Labels, Port]] = []
+        for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
+            for endpoint in piece.endpoints:
+                every.extend(endpoint.addresses)
+                if piece.cluster is None:
+                    continue  # no cluster id: service-level answers only
+                targets: list[Labels] = []
+                if endpoint.hostname is not None:
+                    targets.append(self.zone.endpoint(svc, endpoint.hostname, piece.cluster))
+                    hosts.setdefault(targets[0], []).extend(endpoint.addresses)
+                else:
+                    for ip in endpoint.addresses:
+                        host = names.endpoint_hostname(ip)
+                        targets.append(self.zone.endpoint(svc, host, piece.cluster))
+                        hosts.setdefault(targets[-1], []).append(ip)
+                srv_records.extend((t, port) for t in targets for port in piece.ports)
+        if not every:
+            return  # no ready endpoint anywhere: the service name does not exist
+        self._exists(out, svc)
+        self._addresses(out, svc, _sorted_ips(every))
+        glue = {host: _sorted_ips(ips) for host, ips in hosts.items()}
+        for host, ips in sorted(glue.items()):
+            self._exists(out, host)
+            self._addresses(out, host, ips)
+            out.answers[question_key(host, ANY)] = self._any(host)
+        srv_records.sort(key=lambda r: (r[1].port, r[1].protocol, r[1].name, r[0]))
+        self._srv_sets(out, svc, srv_records, glue)
+        out.answers[question_key(svc, ANY)] = self._any(svc)
+
+    # -- the zone's own records --------------------------------------------------------
+
+    def apex(self, serial: int, ns_addresses: list[IP]) -> Built:
+        zone = self.zone
+        out = Built()
+        out.names.add(names.to_wire(zone.apex))
+        self._exists(out, zone.svc)  # svc.<zone> is always an empty non-terminal
+        enc = Encoder(zone.apex)
+        self._soa(enc, 0, serial)
+        out.answers[question_key(zone.apex, wire.SOA)] = enc.finish()
+        enc = Encoder(zone.apex)
+        enc.ns(0, zone.apex, self.ttl, zone.ns)
+        for ip in _sorted_ips(ns_addresses):
+            enc.address(2, zone.ns, self.ttl, ip.packed)
+        out.answers[question_key(zone.apex, wire.NS)] = enc.finish()
+        out.answers[question_key(zone.apex, ANY)] = self._any(zone.apex)
+        enc = Encoder(zone.dns_version)
+        enc.text(0, zone.dns_version, wire.TXT, SCHEMA_VERSION_TTL, (SCHEMA_VERSION,))
+        out.answers[question_key(zone.dns_version, wire.TXT)] = enc.finish()
+        out.answers[question_key(zone.dns_version, ANY)] = self._any(zone.dns_version)
+        self._exists(out, zone.dns_version)
+        if ns_addresses:
+            self._exists(out, zone.ns)
+            self._addresses(out, zone.ns, _sorted_ips(ns_addresses))
+            out.answers[question_key(zone.ns, ANY)] = self._any(zone.ns)
+        return out
+
+    def _soa(self, enc: Encoder, section: int, serial: int) -> None:
+        zone = self.zone
+        enc.soa(section, zone.apex, self.ttl, zone.ns, (b"hostmaster", *zone.apex), serial,
+                self.ttl)
+
+    def negative(self, serial: int, rcode: int) -> wire.Answer:
+        """NXDOMAIN / NODATA: the SOA in the authority section, for negative caching."""
+        enc = Encoder(None)
+        self._soa(enc, 1, serial)
+        return enc.finish(rcode)

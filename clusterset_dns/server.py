@@ -1,0 +1,183 @@
+"""UDP and TCP transports. No task per packet: the protocol callbacks call the
+handler directly and write its bytes back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from typing import cast
+
+log = logging.getLogger(__name__)
+
+Handle = Callable[[bytes, bool], "bytes | None"]
+
+RCVBUF = 4 << 20  # ride out bursts without drops
+MAX_TCP_MESSAGE = 65535
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``127.0.0.1:53``, ``[::1]:53``, ``:53`` (every address) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"listen address {value!r} is not HOST:PORT")
+    host = host.strip("[]")
+    return host or "::", int(port)
+
+
+def make_socket(host: str, port: int, kind: int, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.socket(family, kind)
+    except OSError:
+        if host != "::":
+            raise
+        host, family = "0.0.0.0", socket.AF_INET  # no IPv6 on this host
+        sock = socket.socket(family, kind)
+    try:
+        if family == socket.AF_INET6 and host == "::":
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        if kind == socket.SOCK_STREAM:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        else:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class UDPProtocol(asyncio.DatagramProtocol):
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)  # uvloop's is no subclass
+        # stdlib asyncio reads every datagram into a 256 KiB buffer unless told
+        # otherwise (PERF-NOTES: 3x slower); uvloop has no such attribute.
+        if hasattr(transport, "max_size"):
+            transport.max_size = 4096  # type: ignore[attr-defined]
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        response = self.handle(data, False)
+        if response is not None and self.transport is not None:
+            self.transport.sendto(response, addr)
+
+    def error_received(self, exc: Exception) -> None:
+        log.debug("UDP error: %s", exc)
+
+
+class TCPProtocol(asyncio.Protocol):
+    """Length-prefixed messages; pipelined queries are answered in order."""
+
+    def __init__(self, handle: Handle, idle_timeout: float, connections: set[TCPProtocol]) -> None:
+        self.handle = handle
+        self.idle_timeout = idle_timeout
+        self.connections = connections
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.connections.add(self)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = asyncio.get_running_loop().call_later(self.idle_timeout, self._idle)
+
+    def _idle(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._arm()
+        buffer = self.buffer
+        out = []
+        while len(buffer) >= 2:
+            length = (buffer[0] << 8) | buffer[1]
+            if len(buffer) < 2 + length:
+                break
+            message = bytes(buffer[2 : 2 + length])
+            del buffer[: 2 + length]
+            response = self.handle(message, True)
+            if response is not None:
+                out.append(len(response).to_bytes(2, "big") + response)
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out))
+
+    def pause_writing(self) -> None:  # a client that does not read stops being read
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.connections.discard(self)
+        self.transport = None
+
+
+class DNSServer:
+    """Every UDP and TCP listener of one process."""
+
+    def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
+                 reuse_port: bool = False) -> None:
+        self.handle = handle
+        self.listen = listen
+        self.tcp_idle_timeout = tcp_idle_timeout
+        self.reuse_port = reuse_port
+        self.transports: list[asyncio.BaseTransport] = []
+        self.servers: list[asyncio.Server] = []
+        self.connections: set[TCPProtocol] = set()
+        self.bound: list[tuple[str, int]] = []
+
+    async def start(self, sockets: list[tuple[socket.socket, socket.socket]] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        if sockets is None:
+            sockets = [self.bind(host, port) for host, port in self.listen]
+        for udp, tcp in sockets:
+            transport, _ = await loop.create_datagram_endpoint(
+                lambda: UDPProtocol(self.handle), sock=udp)
+            self.transports.append(transport)
+            server = await loop.create_server(
+                lambda: TCPProtocol(self.handle, self.tcp_idle_timeout, self.connections),
+                sock=tcp, backlog=1024)
+            self.servers.append(server)
+            self.bound.append(udp.getsockname()[:2])
+        log.info("serving DNS on %s (UDP and TCP)",
+                 ", ".join(f"{h}:{p}" for h, p in self.bound))
+
+    def bind(self, host: str, port: int) -> tuple[socket.socket, socket.socket]:
+        udp = make_socket(host, port, socket.SOCK_DGRAM, self.reuse_port)
+        if port == 0:
+            port = udp.getsockname()[1]  # one ephemeral port for both transports
+        try:
+            tcp = make_socket(host, port, socket.SOCK_STREAM, self.reuse_port)
+        except OSError:
+            udp.close()
+            raise
+        return udp, tcp
+
+    async def stop(self) -> None:
+        for server in self.servers:
+            server.close()
+        for transport in self.transports:
+            transport.close()
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+        for server in self.servers:
+            await server.wait_closed()

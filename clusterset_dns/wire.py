@@ -1,0 +1,162 @@
+"""DNS wire format: the ready-made answer and the encoder that builds it.
+
+An :class:`Answer` is everything of a response after the question, plus the
+header words that go with it. The handler answers a query by splicing the
+query's ID and question bytes between them, so the client's spelling of the
+name comes back unchanged. Names inside the answer are compressed against the
+question (which sits at offset 12 in every response and has a fixed length
+for a given key), so an owner name equal to the question is the two bytes
+``C0 0C`` and takes the client's case for free.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from clusterset_dns.names import Labels, to_wire
+
+# Types and classes this server deals in.
+A, NS, SOA, TXT, AAAA, SRV, OPT, HINFO = 1, 2, 6, 16, 28, 33, 41, 13
+IXFR, AXFR, ANY = 251, 252, 255
+CLASS_IN = 1
+TYPE_NAMES = {A: "A", NS: "NS", SOA: "SOA", TXT: "TXT", AAAA: "AAAA", SRV: "SRV", HINFO: "HINFO"}
+
+NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
+
+# Header flag bits (the 16-bit word after the ID).
+QR, AA, TC, RD, RA, CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0080, 0x0010
+
+_H = struct.Struct("!H")
+_RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
+_COUNTS = struct.Struct("!HHHHH")  # flags, qd, an, ns, ar
+
+
+class Answer:
+    """A ready-made response, less its ID and question.
+
+    ``heads[i]`` is the flags word and the four counts; ``i`` is built from
+    the query: bit 0 = RD, bit 1 = CD, bit 2 = the query had EDNS (one more
+    additional record, the OPT). ``size`` is the response length without an
+    OPT, so the truncation check costs one comparison.
+    """
+
+    __slots__ = ("body", "heads", "rcode", "size")
+
+    def __init__(self, heads: tuple[bytes, ...], body: bytes, size: int, rcode: int) -> None:
+        self.heads = heads
+        self.body = body
+        self.size = size
+        self.rcode = rcode
+
+
+_heads_cache: dict[tuple[int, int, int, int, int], tuple[bytes, ...]] = {}
+
+
+def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[bytes, ...]:
+    """The eight header variants for one answer shape, shared between answers."""
+    key = (flags | rcode, an, ns, ar, 1)
+    found = _heads_cache.get(key)
+    if found is None:
+        found = tuple(
+            _COUNTS.pack(
+                flags | rcode | (RD if i & 1 else 0) | (CD if i & 2 else 0),
+                1,
+                an,
+                ns,
+                ar + (1 if i & 4 else 0),
+            )
+            for i in range(8)
+        )
+        _heads_cache[key] = found
+    return found
+
+
+class Encoder:
+    """Writes records after a question of known labels, with name compression."""
+
+    __slots__ = ("_base", "_buf", "_ptrs", "counts")
+
+    def __init__(self, question: Labels | None) -> None:
+        """``question=None``: a body that follows questions of any length (negative
+        answers), so no name in it may be compressed."""
+        self._buf = bytearray()
+        self._ptrs: dict[Labels, int] = {}
+        self._base = -1
+        if question is not None:
+            offset = 12
+            for i, label in enumerate(question):
+                self._ptrs[question[i:]] = offset
+                offset += 1 + len(label)
+            self._base = offset + 1 + 4  # root label, type, class
+        self.counts = [0, 0, 0]
+
+    def name(self, labels: Labels, compress: bool = True) -> None:
+        buf = self._buf
+        for i in range(len(labels)):
+            suffix = labels[i:]
+            pointer = self._ptrs.get(suffix)
+            if pointer is not None and compress:
+                buf += _H.pack(0xC000 | pointer)
+                return
+            offset = self._base + len(buf)
+            if pointer is None and 0 <= self._base and offset < 0x3FFF:
+                self._ptrs[suffix] = offset
+            buf.append(len(labels[i]))
+            buf += labels[i]
+        buf.append(0)
+
+    def _rr(self, section: int, owner: Labels, rtype: int, ttl: int) -> int:
+        """Writes the record head; returns the offset of the rdlength to patch."""
+        self.name(owner)
+        at = len(self._buf)
+        self._buf += _RR_FIXED.pack(rtype, CLASS_IN, ttl, 0)
+        self.counts[section] += 1
+        return at + 8
+
+    def _end(self, at: int) -> None:
+        self._buf[at : at + 2] = _H.pack(len(self._buf) - at - 2)
+
+    def address(self, section: int, owner: Labels, ttl: int, packed: bytes) -> None:
+        at = self._rr(section, owner, A if len(packed) == 4 else AAAA, ttl)
+        self._buf += packed
+        self._end(at)
+
+    def srv(self, section: int, owner: Labels, ttl: int, weight: int, port: int,
+            target: Labels) -> None:
+        at = self._rr(section, owner, SRV, ttl)
+        self._buf += struct.pack("!HHH", 0, weight, port)
+        self.name(target, compress=False)  # RFC 2782: the target is never compressed
+        self._end(at)
+
+    def ns(self, section: int, owner: Labels, ttl: int, target: Labels) -> None:
+        at = self._rr(section, owner, NS, ttl)
+        self.name(target)
+        self._end(at)
+
+    def soa(self, section: int, owner: Labels, ttl: int, mname: Labels, rname: Labels,
+            serial: int, minimum: int) -> None:
+        at = self._rr(section, owner, SOA, ttl)
+        self.name(mname)
+        self.name(rname)
+        self._buf += struct.pack("!IIIII", serial, 7200, 1800, 86400, minimum)
+        self._end(at)
+
+    def text(self, section: int, owner: Labels, rtype: int, ttl: int,
+             strings: Iterable[bytes]) -> None:
+        """TXT, or HINFO (two character-strings)."""
+        at = self._rr(section, owner, rtype, ttl)
+        for string in strings:
+            self._buf.append(len(string))
+            self._buf += string
+        self._end(at)
+
+    def finish(self, rcode: int = NOERROR) -> Answer:
+        an, ns, ar = self.counts
+        body = bytes(self._buf)
+        return Answer(heads(rcode, an, ns, ar), body, self._base + len(body), rcode)
+
+
+def question_key(labels: Labels, qtype: int) -> bytes:
+    """The dictionary key of a question: its lower-case wire form, type and class IN."""
+    return to_wire(labels) + struct.pack("!HH", qtype, CLASS_IN)
