@@ -11,7 +11,8 @@ import asyncio
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -44,12 +45,14 @@ class Sink:
             self.synced.set()
 
 
-def make_source(config: Config, apply: Callable[[list[Op]], None]) -> Callable[[], Awaitable[None]]:
+def make_source(config: Config,
+                apply: Callable[[list[Op]], None]) -> Callable[[], Coroutine[Any, Any, None]]:
     def invalid(kind: str) -> None:
         metrics.invalid_objects.labels(kind or "unknown").inc()
 
     if config.manifests is not None:
-        groups = frozenset({convert.GROUP, *(api.split("/")[0] for api in config.serviceimport_apis)})
+        extra = (api.split("/")[0] for api in config.serviceimport_apis)
+        groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
                               frozenset(config.namespaces), invalid).run
     from clusterset_dns.watch import KubeSource
@@ -97,7 +100,7 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         source = asyncio.create_task(make_source(config, sink.apply)(), name="source")
         try:
             await asyncio.wait_for(sink.synced.wait(), config.startup_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
                         config.startup_timeout)
         await dns.start()
@@ -136,9 +139,9 @@ def run(config: Config) -> int:
     return _loop_run(serve(config, children))
 
 
-def _loop_run(main: Awaitable[int]) -> int:
+def _loop_run(main: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
-        return asyncio.run(main)  # type: ignore[arg-type]
-    return uvloop.run(main)  # type: ignore[no-any-return]
+        return asyncio.run(main)
+    return uvloop.run(main)

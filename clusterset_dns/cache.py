@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 # ("import", key, object or None to delete) | ("slice", ...) |
 # ("replace-imports", None, {key: object}) | ("replace-slices", ...) | ("synced", None, bool)
-OpKind = Literal["import", "slice", "replace-imports", "replace-slices", "synced"]
+# | ("serve", None, None): for worker processes only, "start listening now".
+OpKind = Literal["import", "slice", "replace-imports", "replace-slices", "synced", "serve"]
 Op = tuple[OpKind, object, object]
 
 

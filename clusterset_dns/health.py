@@ -39,8 +39,8 @@ class HTTPEndpoints:
                         "Connection: close\r\n\r\n").encode()
                 writer.write(head + (b"" if method == "HEAD" else body))
                 await writer.drain()
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
-                    asyncio.LimitOverrunError):
+            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                    ConnectionError):
                 pass
             except Exception:
                 log.exception("HTTP endpoint failed")

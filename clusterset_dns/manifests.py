@@ -39,7 +39,7 @@ class FileObjects:
 def find_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    found = []
+    found: list[Path] = []
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(Path(root, f) for f in sorted(files)

@@ -143,10 +143,10 @@ class RecordBuilder:
         self._exists(out, svc)
         self._addresses(out, svc, _sorted_ips(every))
         glue = {host: _sorted_ips(ips) for host, ips in hosts.items()}
-        for host, ips in sorted(glue.items()):
-            self._exists(out, host)
-            self._addresses(out, host, ips)
-            out.answers[question_key(host, ANY)] = self._any(host)
+        for owner, ips in sorted(glue.items()):
+            self._exists(out, owner)
+            self._addresses(out, owner, ips)
+            out.answers[question_key(owner, ANY)] = self._any(owner)
         srv_records.sort(key=lambda r: (r[1].port, r[1].protocol, r[1].name, r[0]))
         self._srv_sets(out, svc, srv_records, glue)
         out.answers[question_key(svc, ANY)] = self._any(svc)

@@ -62,7 +62,7 @@ class UDPProtocol(asyncio.DatagramProtocol):
         # stdlib asyncio reads every datagram into a 256 KiB buffer unless told
         # otherwise (PERF-NOTES: 3x slower); uvloop has no such attribute.
         if hasattr(transport, "max_size"):
-            transport.max_size = 4096  # type: ignore[attr-defined]
+            transport.max_size = 4096
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         response = self.handle(data, False)

@@ -100,7 +100,7 @@ class Encoder:
                 buf += _H.pack(0xC000 | pointer)
                 return
             offset = self._base + len(buf)
-            if pointer is None and 0 <= self._base and offset < 0x3FFF:
+            if pointer is None and self._base >= 0 and offset < 0x3FFF:
                 self._ptrs[suffix] = offset
             buf.append(len(labels[i]))
             buf += labels[i]

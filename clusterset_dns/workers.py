@@ -80,7 +80,7 @@ class Worker:
 
 def spawn(config: Config, count: int, child_main: Callable[[socket.socket], int]) -> list[Worker]:
     """Forks ``count`` workers; call before any event loop or thread exists."""
-    workers = []
+    workers: list[Worker] = []
     for _ in range(count):
         parent_end, child_end = socket.socketpair()
         pid = os.fork()

@@ -1,0 +1,115 @@
+"""The Kubernetes API client: the only importer of kubernetes_asyncio.
+
+It offers :mod:`watch` two calls, a JSON GET and a stream of watch events,
+both as raw dicts: objects are never deserialized into client models (that is
+slow and would drop fields the models do not know, like v1alpha2's root IPs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, config
+
+log = logging.getLogger(__name__)
+
+Params = Mapping[str, str | int | bool]
+
+
+class KubeError(Exception):
+    """The API server could not be reached or did not answer in time."""
+
+
+class ApiError(KubeError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class KubeClient:
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+
+    @classmethod
+    async def connect(cls, kubeconfig: Path | None, context: str | None) -> KubeClient:
+        """--kubeconfig, else the in-cluster service account, else $KUBECONFIG, else
+        ~/.kube/config."""
+        configuration = client.Configuration()
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            log.info("using the in-cluster service account")
+        else:
+            path = kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+                                      or Path.home() / ".kube" / "config")
+            await config.load_kube_config(config_file=str(path), context=context,
+                                          client_configuration=configuration,
+                                          persist_config=False)
+            log.info("using kubeconfig %s%s", path, f" context {context}" if context else "")
+        return cls(client.ApiClient(configuration))
+
+    async def _request(self, path: str, params: Params, timeout: aiohttp.ClientTimeout) -> Any:
+        query = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in params.items()]
+        try:
+            response = await self._api.call_api(
+                path, "GET", query_params=query, header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
+        except client.ApiException as exc:
+            raise ApiError(exc.status or 0, str(exc.reason)) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeError(f"{type(exc).__name__}: {exc}") from None
+        if response.status >= 400:
+            body = await response.text()
+            response.release()
+            raise ApiError(response.status, _status_message(body))
+        return response
+
+    async def get(self, path: str, params: Params | None = None, timeout: float = 30) -> Any:
+        response = await self._request(path, params or {}, aiohttp.ClientTimeout(total=timeout))
+        try:
+            return json.loads(await response.read())
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            raise KubeError(f"reading {path}: {exc}") from None
+        finally:
+            response.release()
+
+    async def stream(self, path: str, params: Params,
+                     inactivity_timeout: float) -> AsyncIterator[dict[str, Any]]:
+        """Watch events, one dict each; ends when the server closes the stream.
+
+        A stream silent for ``inactivity_timeout`` raises :class:`KubeError`."""
+        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_connect=30,
+                                        sock_read=inactivity_timeout)
+        response = await self._request(path, {**params, "watch": True}, timeout)
+        buffer = b""
+        try:
+            # Lines are split here, not by readline(): one event can be larger than
+            # aiohttp's line limit (a slice with hundreds of endpoints).
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeError(f"watch {path}: {type(exc).__name__}: {exc}") from None
+        except ValueError as exc:
+            raise KubeError(f"watch {path}: bad JSON: {exc}") from None
+        finally:
+            response.release()
+
+    async def close(self) -> None:
+        await self._api.close()
+
+
+def _status_message(body: str) -> str:
+    try:
+        status = json.loads(body)
+        return str(status.get("message") or status.get("reason") or body)[:500]
+    except ValueError:
+        return body[:500]
