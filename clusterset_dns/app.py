@@ -14,8 +14,6 @@ import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from clusterset_dns import convert, logs, metrics, workers
 from clusterset_dns.cache import Cache, Op
 from clusterset_dns.config import Config, HostPort
@@ -85,7 +83,7 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         return 503, "text/plain", b"not synced\n"
 
     def scrape() -> tuple[int, str, bytes]:
-        return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
+        return 200, *metrics.exposition()
 
     routes: dict[HostPort, dict[str, Route]] = {}
     for where, path, route in ((config.health_listen, "/health", health),

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -62,3 +69,8 @@ class ServerCollector(Collector):
         for kind, count in self.cache.counts().items():
             objects.add_metric([kind], count)
         yield objects
+
+
+def exposition() -> tuple[str, bytes]:
+    """Content type and body of /metrics."""
+    return CONTENT_TYPE_LATEST, generate_latest(registry)

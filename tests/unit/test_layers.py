@@ -1,0 +1,86 @@
+"""Import layers: each module may import only what its layer allows.
+
+Keeps the hot path free of the API client and of prometheus-client, and keeps
+Kubernetes field names and the client library each in one module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "clusterset_dns"
+
+# module -> the package modules it may import
+ALLOWED: dict[str, set[str]] = {
+    "__init__": set(),
+    "__main__": {"cli"},
+    "model": set(),
+    "names": set(),
+    "config": {"model"},
+    "wire": {"names"},
+    "convert": {"model", "names"},
+    "records": {"model", "names", "wire"},
+    "cache": {"model", "names", "records", "wire"},
+    "handler": {"cache", "wire"},
+    "server": set(),
+    "logs": set(),
+    "health": {"config"},
+    "metrics": {"cache", "handler"},
+    "manifests": {"cache", "convert", "model"},
+    "dump": {"cache", "config", "manifests", "names", "wire"},
+    "kube": set(),
+    "watch": {"cache", "config", "convert", "kube", "metrics", "model"},
+    "workers": {"cache", "config", "handler", "names", "server"},
+    "app": {"cache", "config", "convert", "handler", "health", "logs", "manifests", "metrics",
+            "names", "server", "watch", "workers"},
+    "cli": {"__version__", "app", "config", "dump", "server"},
+}
+
+# third-party package -> the only modules that may import it
+OWNERS = {
+    "kubernetes_asyncio": {"kube"},
+    "aiohttp": {"kube"},
+    "prometheus_client": {"metrics"},
+    "dnslib": {"dump"},
+    "yaml": {"manifests"},
+    "uvloop": {"app"},
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "clusterset_dns":
+                found.update(f"clusterset_dns.{alias.name}" for alias in node.names)
+            else:
+                found.add(node.module)
+    return found
+
+
+MODULES = sorted(p.stem for p in PACKAGE.glob("*.py"))
+
+
+def test_every_module_has_a_layer() -> None:
+    assert set(MODULES) == set(ALLOWED)
+    assert all(ALLOWED[m] <= set(ALLOWED) | {"__version__"} for m in ALLOWED)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_package_imports_follow_layers(module: str) -> None:
+    imported = {name.split(".")[1] for name in imports_of(PACKAGE / f"{module}.py")
+                if name.startswith("clusterset_dns.")}
+    assert imported <= ALLOWED[module], f"{module} imports {sorted(imported - ALLOWED[module])}"
+
+
+@pytest.mark.parametrize("library", sorted(OWNERS))
+def test_third_party_owned_by_one_layer(library: str) -> None:
+    users = {m for m in MODULES
+             if any(n == library or n.startswith(library + ".")
+                    for n in imports_of(PACKAGE / f"{m}.py"))}
+    assert users <= OWNERS[library], f"{library} imported by {sorted(users - OWNERS[library])}"
