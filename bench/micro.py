@@ -1,77 +1,77 @@
 """In-process micro-benchmark of the handler alone: answers per second, no sockets.
 
-    python bench/micro.py [--seconds 3]
+    python bench/gen.py /tmp/gen && python bench/micro.py --manifests /tmp/gen/objects.json \
+        --queries /tmp/gen/queries.txt
 
-Builds the example-sized zone from bench/gen.py's defaults when available,
-else from examples/, and times Handler.handle() over a query mix.
+Times Handler.handle() over the query file's mix (half the queries with an
+option-less EDNS OPT, as dnsperf -e sends) and over a few pure shapes.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from dnslib import EDNS0, QTYPE, DNSRecord
+from dnslib import EDNS0, DNSRecord
 
 from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def packet(name: str, qtype: str, edns: bool, qid: int) -> bytes:
+    record = DNSRecord.question(name, qtype)
+    record.header.id = qid & 0xFFFF
+    if edns:
+        record.add_ar(EDNS0(udp_len=1232))
+    return bytes(record.pack())
+
+
+def rate(handle: Callable[[bytes, bool], bytes | None], packets: list[bytes],
+         seconds: float) -> tuple[float, float]:
+    count, start = 0, time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        for data in packets:
+            handle(data, False)
+        count += len(packets)
+    elapsed = time.perf_counter() - start
+    return count / elapsed, elapsed / count * 1e6
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--manifests", type=Path, default=Path(__file__).parent.parent / "examples")
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--manifests", type=Path, default=ROOT / "examples")
+    parser.add_argument("--queries", type=Path, help="dnsperf query file (name TYPE a line)")
+    parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
     cache = Cache(ZoneNames("clusterset.local"), 5)
     ManifestSource(args.manifests, cache.apply, 0).scan()
     handler = Handler(cache.zone)
-    names = sorted({key[:-4] for key in cache.zone.answers})
-    rng = random.Random(1)
+    if args.queries:
+        lines = args.queries.read_text().split("\n")[:20000]
+        questions = [tuple(line.split()[:2]) for line in lines if line.strip()]
+    else:
+        questions = [("web.demo.svc.clusterset.local", "A"),
+                     ("db.demo.svc.clusterset.local", "SRV"),
+                     ("nope.demo.svc.clusterset.local", "A")]
+    mix = [packet(n, t, i % 2 == 1, i) for i, (n, t) in enumerate(questions)]
     shapes = {
-        "A, no EDNS": [bytes(DNSRecord.question(n, "A").pack()) for n in _decode(names)],
-        "A, EDNS": [_edns(n, "A") for n in _decode(names)],
-        "SRV, EDNS": [_edns(n, "SRV") for n in _decode(names)],
-        "NXDOMAIN, no EDNS": [bytes(DNSRecord.question("nope" + str(i) + ".demo.svc.clusterset.local",
-                                                 "A").pack()) for i in range(50)],
-        "NODATA (TXT)": [bytes(DNSRecord.question(n, "TXT").pack()) for n in _decode(names)],
+        "query-file mix": mix,
+        "mix, no EDNS": [packet(n, t, False, i) for i, (n, t) in enumerate(questions)],
+        "mix, EDNS": [packet(n, t, True, i) for i, (n, t) in enumerate(questions)],
+        "one name, A": [packet(questions[0][0], "A", False, 7)] * 1000,
     }
-    print(f"{len(cache.zone.answers)} answers; {sys.version.split()[0]}")
+    print(f"{len(cache.zone.answers)} answers, {len(questions)} distinct queries")
     for label, packets in shapes.items():
-        rng.shuffle(packets)
-        handle = handler.handle
-        count, deadline = 0, time.perf_counter() + args.seconds
-        start = time.perf_counter()
-        while time.perf_counter() < deadline:
-            for packet in packets:
-                handle(packet, False)
-            count += len(packets)
-        elapsed = time.perf_counter() - start
-        print(f"{label:20s} {count / elapsed / 1e3:8.0f} k answers/s  "
-              f"{elapsed / count * 1e6:6.2f} us/answer")
+        per_second, micros = rate(handler.handle, packets, args.seconds)
+        print(f"{label:16s} {per_second / 1e3:8.0f} k answers/s  {micros:6.2f} us/answer")
     return 0
-
-
-def _decode(wire_names: list[bytes]) -> list[str]:
-    out = []
-    for name in wire_names:
-        labels, i = [], 0
-        while name[i]:
-            labels.append(name[i + 1 : i + 1 + name[i]].decode())
-            i += 1 + name[i]
-        out.append(".".join(labels) + ".")
-    return out
-
-
-def _edns(name: str, qtype: str) -> bytes:
-    record = DNSRecord.question(name, qtype)
-    record.add_ar(EDNS0(udp_len=1232))
-    assert QTYPE
-    return bytes(record.pack())
 
 
 if __name__ == "__main__":

@@ -44,18 +44,27 @@ class RecordBuilder:
     def __init__(self, zone: ZoneNames, ttl: int) -> None:
         self.zone = zone
         self.ttl = ttl
+        # The RFC 8482 answer does not depend on the name (its owner is a pointer to
+        # the question), so one object serves every name. Its size is taken for the
+        # longest possible question, which still fits any UDP answer.
+        enc = Encoder(zone.apex)
+        enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
+        shared = enc.finish()
+        self._any_answer = wire.Answer(shared.heads, shared.body,
+                                       12 + names.MAX_NAME_WIRE + 4 + len(shared.body), 0)
 
     # -- helpers ---------------------------------------------------------------------
 
     def _exists(self, out: Built, owner: Labels) -> None:
         """Marks the owner and every name between it and the apex as existing."""
-        for i in range(len(owner) - len(self.zone.apex)):
-            out.names.add(names.to_wire(owner[i:]))
+        name = names.to_wire(owner)
+        offset = 0
+        for label in owner[: len(owner) - len(self.zone.apex)]:
+            out.names.add(name[offset:])
+            offset += len(label) + 1
 
     def _any(self, owner: Labels) -> wire.Answer:
-        enc = Encoder(owner)
-        enc.text(0, owner, HINFO, self.ttl, HINFO_RFC8482)
-        return enc.finish()
+        return self._any_answer
 
     def _addresses(self, out: Built, owner: Labels, ips: list[IP]) -> None:
         """A and AAAA answers for ``owner`` (an absent family is NODATA)."""

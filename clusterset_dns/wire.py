@@ -30,6 +30,7 @@ QR, AA, TC, RD, RA, CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0080, 0x0010
 _H = struct.Struct("!H")
 _RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
 _COUNTS = struct.Struct("!HHHHH")  # flags, qd, an, ns, ar
+_SRV_FIXED = struct.Struct("!HHH")  # priority, weight, port
 
 
 class Answer:
@@ -106,11 +107,12 @@ class Encoder:
             buf += labels[i]
         buf.append(0)
 
-    def _rr(self, section: int, owner: Labels, rtype: int, ttl: int) -> int:
-        """Writes the record head; returns the offset of the rdlength to patch."""
+    def _rr(self, section: int, owner: Labels, rtype: int, ttl: int, rdlength: int = 0) -> int:
+        """Writes the record head; returns the offset of the rdlength (to patch when
+        it was not known in advance)."""
         self.name(owner)
         at = len(self._buf)
-        self._buf += _RR_FIXED.pack(rtype, CLASS_IN, ttl, 0)
+        self._buf += _RR_FIXED.pack(rtype, CLASS_IN, ttl, rdlength)
         self.counts[section] += 1
         return at + 8
 
@@ -118,16 +120,15 @@ class Encoder:
         self._buf[at : at + 2] = _H.pack(len(self._buf) - at - 2)
 
     def address(self, section: int, owner: Labels, ttl: int, packed: bytes) -> None:
-        at = self._rr(section, owner, A if len(packed) == 4 else AAAA, ttl)
+        self._rr(section, owner, A if len(packed) == 4 else AAAA, ttl, len(packed))
         self._buf += packed
-        self._end(at)
 
     def srv(self, section: int, owner: Labels, ttl: int, weight: int, port: int,
             target: Labels) -> None:
-        at = self._rr(section, owner, SRV, ttl)
-        self._buf += struct.pack("!HHH", 0, weight, port)
-        self.name(target, compress=False)  # RFC 2782: the target is never compressed
-        self._end(at)
+        # RFC 2782: the target is never compressed, so the length is known up front.
+        self._rr(section, owner, SRV, ttl, 6 + sum(len(label) + 1 for label in target) + 1)
+        self._buf += _SRV_FIXED.pack(0, weight, port)
+        self.name(target, compress=False)
 
     def ns(self, section: int, owner: Labels, ttl: int, target: Labels) -> None:
         at = self._rr(section, owner, NS, ttl)
