@@ -1,0 +1,1 @@
+"""dig-based conformance suite (see README.md)."""
