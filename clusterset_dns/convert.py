@@ -80,6 +80,18 @@ def _field(obj: Mapping[str, Any], name: str) -> Any:
     return None
 
 
+def _ip(raw: Any) -> IP | None:
+    """An address written as text; not a number (YAML ``yes`` or ``167772161``), not a
+    scoped IPv6 address (``fe80::1%eth0`` means nothing to another host)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        ip = ip_address(raw.strip())
+    except ValueError:
+        return None
+    return None if getattr(ip, "scope_id", None) else ip
+
+
 def _dns_label(text: Any, what: str) -> str:
     if not isinstance(text, str) or not names.is_label(text):
         raise InvalidObject(f"{what} {text!r} is not a DNS label")
@@ -124,9 +136,8 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     if not isinstance(raw_ips, list):
         raise InvalidObject("ips is not a list")
     for raw in raw_ips:
-        try:
-            ip = ip_address(raw.strip() if isinstance(raw, str) else raw)
-        except ValueError:
+        ip = _ip(raw)
+        if ip is None:
             warn(f"IP {raw!r} does not parse, dropped")
             continue
         if ip not in ips:
@@ -149,9 +160,8 @@ def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
         return None
     addresses: list[IP] = []
     for text in raw.get("addresses") or []:
-        try:
-            ip = ip_address(text)
-        except ValueError:
+        ip = _ip(text)
+        if ip is None:
             warn(f"{where}: address {text!r} does not parse, dropped")
             continue
         if ip.version != family:

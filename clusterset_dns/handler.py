@@ -24,6 +24,7 @@ _HEADER = struct.Struct("!HHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
 _U16 = struct.Struct("!H")
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
+_TCP_MAX = 65535  # a TCP message's 2-byte length prefix; larger answers get TC
 
 
 class Stats:
@@ -57,7 +58,7 @@ class Handler:
             counts = data[4:12]
             if counts == _ONE_QUESTION:
                 ans = self.answers.get(data[12:].lower())
-                if ans is not None and (tcp or ans.size <= 512):
+                if ans is not None and ans.size <= (_TCP_MAX if tcp else 512):
                     self.stats.rcodes[ans.rcode] += 1
                     return (data[:2] + ans.heads[(data[2] & 1) | ((data[3] & 0x10) >> 3)]
                             + data[12:] + ans.body)
@@ -66,7 +67,7 @@ class Handler:
                 ans = self.answers.get(data[12:-11].lower())
                 if ans is not None:
                     limit = (data[-8] << 8) | data[-7]
-                    if tcp or ans.size + 11 <= 512 or ans.size + 11 <= min(limit, self.cap):
+                    if ans.size + 11 <= (_TCP_MAX if tcp else max(512, min(limit, self.cap))):
                         self.stats.rcodes[ans.rcode] += 1
                         return (data[:2] + ans.heads[4 | (data[2] & 1) | ((data[3] & 0x10) >> 3)]
                                 + data[12:-11] + ans.body + self._opt[data[-4] >> 7])
@@ -127,7 +128,7 @@ class Handler:
         if edns is not None and edns[1] != 0:
             return self._error(data[:2], request_bits, 0, question, edns, badvers=True)
         if tcp:
-            limit = 65535
+            limit = _TCP_MAX
         elif edns is None:
             limit = 512
         else:

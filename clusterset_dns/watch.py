@@ -48,6 +48,10 @@ class Gone(Exception):
     """The resourceVersion is too old: list again."""
 
 
+class NotServed(Exception):
+    """The discovered ServiceImport version is no longer served (CRD upgraded)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Resource:
     label: str  # for logs and metrics: "serviceimports multicluster.x-k8s.io/v1beta1"
@@ -88,7 +92,7 @@ class Backoff:
 class Reflector:
     def __init__(self, client: Client, resource: Resource, apply: Callable[[list[Op]], None],
                  invalid: Callable[[str], None], config: Config,
-                 on_listed: Callable[[], None]) -> None:
+                 on_listed: Callable[[], None], discovered: bool = False) -> None:
         self.client = client
         self.resource = resource
         self.apply = apply
@@ -99,6 +103,7 @@ class Reflector:
         self.resource_version: str | None = None
         self.listed = False
         self.backoff = Backoff()
+        self.discovered = discovered  # a 404 then means "discover again", not "retry"
 
     def _convert(self, obj: Mapping[str, Any]) -> tuple[ObjectKey, object | None] | None:
         """(key, model or None when DNS ignores it); None when the object is invalid."""
@@ -202,6 +207,8 @@ class Reflector:
                 metrics.watch_restarts.labels(self.resource.op_kind, "gone").inc()
                 need_list = True
             except (KubeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                if isinstance(exc, ApiError) and exc.status == 404 and self.discovered:
+                    raise NotServed(f"{self.resource.label}: {exc}") from None
                 if isinstance(exc, ApiError) and exc.status == 410:
                     need_list = True  # expired list continue token, or 410 as a status
                 reason = "api-error" if isinstance(exc, ApiError) else "unreachable"
@@ -231,8 +238,12 @@ class KubeSource:
         self.reflectors: list[Reflector] = []
 
     async def discover(self) -> list[str]:
-        """Group/versions of ServiceImports: the configured ones, else the preferred
-        served version of multicluster.x-k8s.io."""
+        """Group/versions of ServiceImports: the configured ones, else the most preferred
+        version of multicluster.x-k8s.io that serves ``serviceimports``.
+
+        The group's preferred version alone is not enough: the ServiceExport CRD of
+        another mcs-api release can keep a version of the group served that has no
+        ServiceImports (v0.5.0 ServiceExport beside v0.4.1 ServiceImport)."""
         if self.config.serviceimport_apis:
             return list(self.config.serviceimport_apis)
         assert self.client is not None
@@ -240,14 +251,20 @@ class KubeSource:
         while True:
             try:
                 group = await self.client.get(f"/apis/{convert.GROUP}")
+                versions = [str(v.get("groupVersion")) for v in group.get("versions") or []]
                 preferred = (group.get("preferredVersion") or {}).get("groupVersion")
-                if preferred:
-                    served = [v.get("groupVersion") for v in group.get("versions") or []]
-                    log.info("ServiceImport versions served: %s; watching %s",
-                             ", ".join(map(str, served)), preferred)
-                    return [str(preferred)]
-                raise KubeError(f"no preferred version in discovery of {convert.GROUP}")
-            except KubeError as exc:
+                if preferred in versions:
+                    versions.remove(preferred)
+                    versions.insert(0, preferred)
+                for group_version in versions:
+                    resources = await self.client.get(f"/apis/{group_version}")
+                    if any(r.get("name") == "serviceimports"
+                           for r in resources.get("resources") or []):
+                        log.info("ServiceImport versions served: %s; watching %s",
+                                 ", ".join(versions), group_version)
+                        return [group_version]
+                raise KubeError(f"no served version of {convert.GROUP} has serviceimports")
+            except (KubeError, AttributeError, TypeError) as exc:
                 delay = backoff.next()
                 log.warning("discovering %s: %s (is the mcs-api CRD installed?); "
                             "retrying in %.1fs", convert.GROUP, exc, delay)
@@ -258,19 +275,48 @@ class KubeSource:
         if self.client is None:
             self.client = await KubeClient.connect(self.config.kubeconfig, self.config.context)
         try:
-            namespaces: list[str | None] = list(self.config.namespaces) or [None]
-            resources = [slice_resource(ns) for ns in namespaces]
-            for group_version in await self.discover():
-                resources.extend(import_resource(group_version, ns) for ns in namespaces)
-
-            def on_listed() -> None:
-                if all(r.listed for r in self.reflectors):
-                    log.info("synced: every resource listed once")
-                    self.apply([("synced", None, True)])
-
-            self.reflectors = [Reflector(self.client, r, self.apply, self.invalid, self.config,
-                                         on_listed) for r in resources]
-            await asyncio.gather(*(r.run() for r in self.reflectors))
+            slices = [self._reflector(slice_resource(ns)) for ns in self._namespaces()]
+            self.reflectors = list(slices)
+            await asyncio.gather(*(r.run() for r in slices), self._imports())
         finally:
             if own_client and isinstance(self.client, KubeClient):
                 await self.client.close()
+
+    def _namespaces(self) -> list[str | None]:
+        return list(self.config.namespaces) or [None]
+
+    def _reflector(self, resource: Resource, discovered: bool = False) -> Reflector:
+        assert self.client is not None
+        return Reflector(self.client, resource, self.apply, self.invalid, self.config,
+                         self._on_listed, discovered)
+
+    def _on_listed(self) -> None:
+        # Both kinds must be there: slices may list before ServiceImports are discovered.
+        kinds = {r.resource.op_kind for r in self.reflectors}
+        if kinds == {"import", "slice"} and all(r.listed for r in self.reflectors):
+            log.info("synced: every resource listed once")
+            self.apply([("synced", None, True)])
+
+    async def _imports(self) -> None:
+        """ServiceImport reflectors; discovered again when their version stops being
+        served (a CRD upgrade that drops a version must not stop the updates)."""
+        known: set[ObjectKey] = set()
+        backoff = Backoff()
+        while True:
+            discovered = not self.config.serviceimport_apis
+            imports = [self._reflector(import_resource(gv, ns), discovered)
+                       for gv in await self.discover() for ns in self._namespaces()]
+            for reflector in imports:  # the next list deletes what the old version had
+                reflector.known = {k for k in known
+                                   if reflector.resource.path.count("/namespaces/") == 0
+                                   or f"/namespaces/{k[0]}/" in reflector.resource.path}
+            self.reflectors = [r for r in self.reflectors if r.resource.op_kind == "slice"]
+            self.reflectors += imports
+            try:
+                await asyncio.gather(*(r.run() for r in imports))
+            except NotServed as exc:
+                known = set().union(*(r.known for r in imports))
+                delay = backoff.next()
+                log.warning("%s; discovering the ServiceImport API again in %.1fs", exc, delay)
+                metrics.watch_restarts.labels("import", "not-served").inc()
+                await asyncio.sleep(delay)

@@ -1,0 +1,139 @@
+"""Imports and slices written to a real API server show up in DNS, in every
+layout and both address families; updates and deletions follow."""
+
+from __future__ import annotations
+
+from dnsserver import ServerProcess, expect, wait_for
+from peers import KubeAPI
+
+from .objects import (
+    STATUS_LAYOUT,
+    V1ALPHA1,
+    V1BETA1,
+    a,
+    endpoint_slice,
+    fqdn,
+    service_import,
+)
+
+SLICE = "discovery.k8s.io/v1"
+
+
+def test_clusterset_ip_create_update_delete(api: KubeAPI, namespace: str,
+                                            server_for: type[ServerProcess]) -> None:
+    server = server_for().start()
+    server.wait_ready()
+    web = fqdn("web", namespace)
+    api.apply(service_import("web", namespace, ips=["10.10.0.1", "fd00:10::1"]))
+    expect(server, web, "A", "NOERROR", a(web, "10.10.0.1"))
+    expect(server, web, "AAAA", "NOERROR", a(web, "fd00:10::1"))
+    api.apply(service_import("web", namespace, ips=["10.10.0.2"]))
+    expect(server, web, "A", "NOERROR", a(web, "10.10.0.2"))
+    expect(server, web, "AAAA", "NOERROR", [])  # NODATA: the name stays, the family went
+    api.delete(V1BETA1, "ServiceImport", namespace, "web")
+    expect(server, web, "A", "NXDOMAIN", [])
+
+
+def test_v1alpha1_writes_are_seen_through_the_watched_version(
+        api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    server = server_for().start()
+    server.wait_ready()
+    assert "watching multicluster.x-k8s.io/v1beta1" in server.log_text()
+    name = fqdn("old", namespace)
+    api.apply(service_import("old", namespace, ips=["10.11.0.1"], api_version=V1ALPHA1))
+    expect(server, name, "A", "NOERROR", a(name, "10.11.0.1"))
+
+
+def test_headless_both_families_endpoints_and_readiness(
+        api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    server = server_for().start()
+    server.wait_ready()
+    db = fqdn("db", namespace)
+    api.apply(service_import("db", namespace, type_="Headless"))
+    api.apply(endpoint_slice("db-east-v4", namespace, "db", "east", ["10.20.0.1", "10.20.0.2"],
+                             hostnames=["db-0", None]))
+    api.apply(endpoint_slice("db-west-v6", namespace, "db", "west.example.com", ["fd00:20::1"],
+                             family="IPv6", hostnames=["db-1"]))
+    expect(server, db, "A", "NOERROR", a(db, "10.20.0.1", "10.20.0.2"))
+    expect(server, db, "AAAA", "NOERROR", a(db, "fd00:20::1"))
+    db0 = fqdn("db-0", "east", "db", namespace)
+    expect(server, db0, "A", "NOERROR", a(db0, "10.20.0.1"))
+    derived = fqdn("10-20-0-2", "east", "db", namespace)
+    expect(server, derived, "A", "NOERROR", a(derived, "10.20.0.2"))
+    db1 = fqdn("db-1", "west.example.com", "db", namespace)
+    expect(server, db1, "AAAA", "NOERROR", a(db1, "fd00:20::1"))
+    expect(server, db, "SRV", "NOERROR", [
+        f"{db} 5 IN SRV 0 33 80 {db0}", f"{db} 5 IN SRV 0 33 80 {derived}",
+        f"{db} 5 IN SRV 0 33 80 {db1}"])
+    # db-0 stops being ready: it leaves every answer.
+    api.apply(endpoint_slice("db-east-v4", namespace, "db", "east", ["10.20.0.1", "10.20.0.2"],
+                             hostnames=["db-0", None], ready=[False, True]))
+    expect(server, db, "A", "NOERROR", a(db, "10.20.0.2"))
+    expect(server, db0, "A", "NXDOMAIN", [])
+    # The IPv6 slice goes: AAAA becomes NODATA, the endpoint name NXDOMAIN.
+    api.delete(SLICE, "EndpointSlice", namespace, "db-west-v6")
+    expect(server, db, "AAAA", "NOERROR", [])
+    expect(server, db1, "AAAA", "NXDOMAIN", [])
+    # No ready endpoint left at all: the service name does not exist.
+    api.delete(SLICE, "EndpointSlice", namespace, "db-east-v4")
+    expect(server, db, "A", "NXDOMAIN", [])
+
+
+def test_only_the_mcs_label_selects_slices(api: KubeAPI, namespace: str,
+                                           server_for: type[ServerProcess]) -> None:
+    server = server_for().start()
+    server.wait_ready()
+    hl = fqdn("hl", namespace)
+    api.apply(service_import("hl", namespace, type_="Headless"))
+    local = endpoint_slice("hl-local", namespace, "hl", "east", ["10.30.0.9"])
+    local["metadata"]["labels"] = {"kubernetes.io/service-name": "hl"}
+    api.apply(local)
+    api.apply(endpoint_slice("hl-mcs", namespace, "hl", "east", ["10.30.0.1"]))
+    expect(server, hl, "A", "NOERROR", a(hl, "10.30.0.1"))
+
+
+def test_invalid_slice_is_skipped_and_counted(api: KubeAPI, namespace: str,
+                                              server_for: type[ServerProcess]) -> None:
+    server = server_for().start()
+    server.wait_ready()
+    before = server.metric("clusterset_dns_invalid_objects_total", kind="EndpointSlice")
+    good = fqdn("good", namespace)
+    api.apply(service_import("good", namespace, type_="Headless"))
+    bad = endpoint_slice("bad", namespace, "good", "east", ["10.40.0.66"])
+    bad["metadata"]["labels"]["multicluster.kubernetes.io/service-name"] = ""
+    api.apply(bad)
+    api.apply(endpoint_slice("good-1", namespace, "good", "east", ["10.40.0.1"]))
+    expect(server, good, "A", "NOERROR", a(good, "10.40.0.1"))
+    wait_for(lambda: server.metric("clusterset_dns_invalid_objects_total",
+                                   kind="EndpointSlice") > before, 10, "the invalid-object count")
+    assert "skipped" in server.log_text()
+
+
+def test_status_layout_fork_group(api: KubeAPI, namespace: str,
+                                  server_for: type[ServerProcess]) -> None:
+    server = server_for("--serviceimport-api", V1BETA1,
+                        "--serviceimport-api", STATUS_LAYOUT).start()
+    server.wait_ready()
+    forked, real = fqdn("forked", namespace), fqdn("real", namespace)
+    api.apply(service_import("forked", namespace, ips=["10.50.0.1"], api_version=STATUS_LAYOUT,
+                             layout="status"))
+    api.apply(service_import("real", namespace, ips=["10.50.0.2"]))
+    expect(server, forked, "A", "NOERROR", a(forked, "10.50.0.1"))
+    expect(server, real, "A", "NOERROR", a(real, "10.50.0.2"))
+    # The controller moves the IP by writing the status subresource only.
+    api.patch_status(STATUS_LAYOUT, "ServiceImport", namespace, "forked",
+                     {"ips": ["10.50.0.3"]})
+    expect(server, forked, "A", "NOERROR", a(forked, "10.50.0.3"))
+
+
+def test_namespace_filter(api: KubeAPI, namespace: str,
+                          server_for: type[ServerProcess]) -> None:
+    other = namespace[:50] + "-x"
+    api.ensure_namespace(other)
+    server = server_for("--namespace", namespace).start()
+    server.wait_ready()
+    mine, theirs = fqdn("svc", namespace), fqdn("svc", other)
+    api.apply(service_import("svc", other, ips=["10.60.0.2"]))
+    api.apply(service_import("svc", namespace, ips=["10.60.0.1"]))
+    expect(server, mine, "A", "NOERROR", a(mine, "10.60.0.1"))
+    expect(server, theirs, "A", "NXDOMAIN", [])

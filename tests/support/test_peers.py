@@ -1,0 +1,260 @@
+"""The peer harness works with the real binaries (run scripts/build-peers first).
+
+    python -m pytest tests/support -x -q
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dns.rcode
+import dns.rdatatype
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peers
+from peers import ApiError, CoreDNS, KubeAPI
+
+V1A1 = "multicluster.x-k8s.io/v1alpha1"
+V1B1 = "multicluster.x-k8s.io/v1beta1"
+V1A2 = "multicluster.x-k8s.io/v1alpha2"
+STATUS_V1 = "multicluster.status.test/v1"
+SI = "ServiceImport"
+
+
+def serviceimport(api_version: str, name: str, ns: str, ips: list[str],
+                  clusters: tuple[str, ...] = ("c1",)) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version, "kind": SI,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"type": "ClusterSetIP", "ips": ips,
+                 "ports": [{"name": "http", "protocol": "TCP", "port": 80}]},
+        "status": {"clusters": [{"cluster": c} for c in clusters]},
+    }
+
+
+@pytest.fixture(scope="module")
+def api(request: pytest.FixtureRequest) -> Iterator[KubeAPI]:
+    kube = KubeAPI()
+    failed = request.session.testsfailed
+    try:
+        kube.start()
+        kube.install_crds(["mcs-api-v0.5.0"])
+        kube.ensure_namespace("prod")
+        yield kube
+    finally:
+        if request.session.testsfailed > failed:
+            kube.keep_tmp = True
+            print("peer logs:", *kube.logs(), sep="\n  ", file=sys.stderr)
+        kube.close()
+
+
+def test_free_port_and_bind_loopback() -> None:
+    a, b = peers.free_port(), peers.free_port()
+    assert a != b
+    text = peers._bind_loopback("a.test {\n  whoami\n}\nb.test:53 {\n  bind 127.0.0.2\n}\n")
+    assert text.count("bind 127.0.0.1") == 1 and "bind 127.0.0.2" in text
+
+
+@pytest.mark.kube
+def test_apiserver_ready_and_kubeconfig(api: KubeAPI) -> None:
+    assert api.readyz()
+    assert api.last_start_seconds is not None and api.last_start_seconds < 120
+    version = api.request("GET", "/version")
+    assert version["gitVersion"].startswith("v1.")
+    cfg = yaml.safe_load(api.kubeconfig.read_text())
+    assert cfg["clusters"][0]["cluster"]["server"] == api.url == f"https://127.0.0.1:{api.port}"
+    assert cfg["users"][0]["user"]["token"] == api.token
+    assert "certificate-authority-data" in cfg["clusters"][0]["cluster"]
+    # a wrong token is refused: authentication is really on
+    with pytest.raises(ApiError) as e:
+        peers.ApiClient(api.url, "wrong", api.ca_file).request("GET", "/api/v1/namespaces")
+    assert e.value.status == 401
+
+
+@pytest.mark.kube
+def test_shared_and_own_crds_install(api: KubeAPI) -> None:
+    names = api.install_crds(["about-api", "status-layout"])
+    assert names == ["clusterproperties.about.k8s.io", "serviceimports.multicluster.status.test"]
+    assert api.served(V1A1, "serviceimports") and api.served(V1B1, "serviceimports")
+    assert api.resource_for(V1B1, SI)["has_status"]
+    assert api.served(STATUS_V1, "serviceimports")
+
+
+@pytest.mark.kube
+def test_serviceimport_v1beta1_create_get_delete(api: KubeAPI) -> None:
+    stored = api.apply(serviceimport(V1B1, "crud", "prod", ["10.42.0.1"]))
+    assert stored["spec"]["ips"] == ["10.42.0.1"]
+    assert stored["status"]["clusters"] == [{"cluster": "c1"}]
+    got = api.get(V1B1, SI, "prod", "crud")
+    assert got is not None and got["spec"]["ips"] == ["10.42.0.1"]
+    # the same object through v1alpha1 (identical schema, no conversion webhook)
+    old = api.get(V1A1, SI, "prod", "crud")
+    assert old is not None and old["apiVersion"] == V1A1 and old["spec"]["type"] == "ClusterSetIP"
+    # replace, then status through the subresource
+    api.apply(serviceimport(V1B1, "crud", "prod", ["10.42.0.2", "fd00::2"]))
+    api.patch_status(V1B1, SI, "prod", "crud", {"clusters": [{"cluster": "c1"}, {"cluster": "c2"}]})
+    got = api.get(V1B1, SI, "prod", "crud")
+    assert got is not None
+    assert got["spec"]["ips"] == ["10.42.0.2", "fd00::2"]
+    assert [c["cluster"] for c in got["status"]["clusters"]] == ["c1", "c2"]
+    assert "crud" in [i["metadata"]["name"] for i in api.list(V1B1, SI, "prod")["items"]]
+    assert api.delete(V1B1, SI, "prod", "crud")
+    assert api.get(V1B1, SI, "prod", "crud") is None
+    assert not api.delete(V1B1, SI, "prod", "crud")
+
+
+@pytest.mark.kube
+def test_status_layout_crd_keeps_status_fields(api: KubeAPI) -> None:
+    api.install_crds(["status-layout"])
+    obj = {"apiVersion": STATUS_V1, "kind": SI, "metadata": {"name": "web", "namespace": "prod"},
+           "status": {"type": "ClusterSetIP", "ips": ["10.43.0.1"],
+                      "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                      "clusters": [{"cluster": "east.example"}]}}
+    api.apply(obj)
+    got = api.get(STATUS_V1, SI, "prod", "web")
+    assert got is not None and got["status"] == obj["status"]
+    api.delete(STATUS_V1, SI, "prod", "web")
+
+
+@pytest.mark.kube
+def test_restart_keeps_data_and_second_apiserver_writes_meanwhile(api: KubeAPI) -> None:
+    first = api.apply(serviceimport(V1B1, "restart", "prod", ["10.44.0.1"]))
+    rv = first["metadata"]["resourceVersion"]
+    api.stop()
+    assert not api.readyz(timeout=1)
+    second = api.start_second()
+    try:
+        assert second.port != api.port
+        second.patch(V1B1, SI, "prod", "restart", {"spec": {"ips": ["10.44.0.2"]}})
+    finally:
+        second.stop()
+    api.start()
+    assert api.url == f"https://127.0.0.1:{api.port}"
+    got = api.get(V1B1, SI, "prod", "restart")
+    assert got is not None and got["spec"]["ips"] == ["10.44.0.2"]
+    # watch cache off: a watch resumed from the old resourceVersion replays the change
+    w = api.watch(V1B1, SI, "prod", rv, timeout=3, max_events=1)
+    assert w.http_status == 200 and not w.gone
+    assert [(e["type"], e["object"]["spec"]["ips"]) for e in w.events] == [
+        ("MODIFIED", ["10.44.0.2"])]
+    api.delete(V1B1, SI, "prod", "restart")
+
+
+@pytest.mark.kube
+def test_compaction_makes_old_resource_version_gone(api: KubeAPI) -> None:
+    stored = api.apply(serviceimport(V1B1, "compact", "prod", ["10.45.0.1"]))
+    old_rv = stored["metadata"]["resourceVersion"]
+    api.patch(V1B1, SI, "prod", "compact", {"spec": {"ips": ["10.45.0.2"]}})
+    assert not api.watch(V1B1, SI, "prod", old_rv, timeout=2, max_events=1).gone
+    rev = api.compact()
+    assert rev > int(old_rv)
+    w = api.watch(V1B1, SI, "prod", old_rv, timeout=5)
+    assert w.gone, (w.http_status, w.events, w.body)
+    # a fresh list's resourceVersion still works after the compaction
+    fresh = api.list(V1B1, SI, "prod")["metadata"]["resourceVersion"]
+    api.patch(V1B1, SI, "prod", "compact", {"spec": {"ips": ["10.45.0.3"]}})
+    w = api.watch(V1B1, SI, "prod", fresh, timeout=3, max_events=1)
+    assert not w.gone and w.events[0]["object"]["spec"]["ips"] == ["10.45.0.3"]
+    api.delete(V1B1, SI, "prod", "compact")
+
+
+@pytest.mark.kube
+def test_reader_token_has_no_rights_until_granted(api: KubeAPI) -> None:
+    reader = peers.ApiClient(api.url, api.reader_token, api.ca_file)
+    path = api.path(V1B1, SI, "prod")
+    with pytest.raises(ApiError) as e:
+        reader.request("GET", path)
+    assert e.value.status == 403
+    api.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "reader-si"},
+               "rules": [{"apiGroups": ["multicluster.x-k8s.io"], "resources": ["serviceimports"],
+                          "verbs": ["get", "list", "watch"]}]})
+    api.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "reader-si"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "reader-si"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": "reader"}]})
+    peers._wait(lambda: reader.request("GET", path, ok_statuses=(403,)).get("kind")
+                == "ServiceImportList", 10, "RBAC grant")
+    assert yaml.safe_load(api.reader_kubeconfig.read_text())["users"][0]["user"]["token"] == (
+        api.reader_token)
+
+
+@pytest.mark.kube
+def test_replace_serviceimport_crd_between_variants(api: KubeAPI) -> None:
+    try:
+        api.apply(serviceimport(V1B1, "swap", "prod", ["10.46.0.1"]))
+        api.replace_serviceimport_crd("mcs-api-v0.4.1")
+        assert api.served(V1A1, "serviceimports") and not api.served(V1B1, "serviceimports")
+        # deleting the CRD deleted its objects
+        assert api.list(V1A1, SI, "prod")["items"] == []
+        api.apply(serviceimport(V1A1, "swap", "prod", ["10.46.0.2"]))
+
+        api.replace_serviceimport_crd("mcs-api-v1alpha2-proposal")
+        assert api.served(V1A1, "serviceimports") and api.served(V1A2, "serviceimports")
+        assert not api.served(V1B1, "serviceimports")
+        # The proposal CRD stores v1alpha1 with no conversion webhook: a v1alpha2 object
+        # with the root layout is accepted, but its root fields are pruned against the
+        # v1alpha1 (storage) schema, so nothing of them is kept.
+        created = api.create({"apiVersion": V1A2, "kind": SI,
+                              "metadata": {"name": "root", "namespace": "prod"},
+                              "type": "ClusterSetIP", "ips": ["10.46.0.3"],
+                              "ports": [{"port": 80}], "clusters": [{"cluster": "c1"}]})
+        back = api.get(V1A2, SI, "prod", "root")
+        assert back is not None
+        for obj in (created, back):
+            assert not {"type", "ips", "ports", "clusters"} & set(obj), json.dumps(obj)
+        # and a v1alpha1 object read through v1alpha2 loses its spec (pruned on read)
+        api.apply(serviceimport(V1A1, "swap", "prod", ["10.46.0.4"]))
+        a1 = api.get(V1A2, SI, "prod", "swap")
+        assert a1 is not None and "spec" not in a1
+    finally:
+        api.replace_serviceimport_crd("mcs-api-v0.5.0")
+    assert api.served(V1B1, "serviceimports")
+
+
+@pytest.mark.kube
+@pytest.mark.coredns
+def test_coredns_multicluster_answers_serviceimport(api: KubeAPI) -> None:
+    # CoreDNS's multicluster mode reads v1alpha1 ServiceImports (served by v0.5.0 too)
+    api.apply(serviceimport(V1A1, "web", "prod", ["10.47.0.10"]))
+    corefile = peers.kubernetes_corefile(api.kubeconfig)
+    with CoreDNS(corefile) as dns_server:
+        assert "bind 127.0.0.1" in dns_server.corefile_path.read_text()
+
+        def answer() -> list[str] | None:
+            r = dns_server.query("web.prod.svc.clusterset.local", "A")
+            if r.rcode() != dns.rcode.NOERROR or not r.answer:
+                return None
+            return [rd.address for rrset in r.answer for rd in rrset
+                    if rrset.rdtype == dns.rdatatype.A]
+
+        assert peers._wait(answer, 30, "CoreDNS answer", dns_server.proc, 0.3) == ["10.47.0.10"]
+        r = dns_server.query("nope.prod.svc.clusterset.local", "A", tcp=True)
+        assert r.rcode() == dns.rcode.NXDOMAIN
+        # a change through the apiserver reaches CoreDNS's informers
+        api.apply(serviceimport(V1A1, "web", "prod", ["10.47.0.11"]))
+        peers._wait(lambda: answer() == ["10.47.0.11"], 30, "CoreDNS update",
+                    dns_server.proc, 0.3)
+    api.delete(V1A1, SI, "prod", "web")
+
+
+def test_find_binaries_error_names_build_script(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    monkeypatch.setenv("CLUSTERSET_DNS_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    with pytest.raises(peers.PeerError, match="scripts/build-peers"):
+        peers.find_binaries()
+
+
+def test_crd_variants_exist() -> None:
+    for v in ("mcs-api-v0.5.0", "mcs-api-v0.4.1", "mcs-api-v1alpha2-proposal", "status-layout"):
+        assert peers.crd_path(v).exists()

@@ -1,0 +1,211 @@
+"""Shared helpers of the unit tests: raw API objects, a cache built from them,
+queries built with dnspython and responses rendered as zone-file text.
+
+Responses are decoded with dnspython, an implementation independent of the
+server's encoder, and every record is rendered as one normalized line
+``owner ttl class type rdata``. The SOA serial changes with every update, so
+it is rendered as the placeholder ``SERIAL``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.name
+import dns.opcode
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+
+from clusterset_dns import convert
+from clusterset_dns.cache import Cache
+from clusterset_dns.handler import Handler
+from clusterset_dns.names import ZoneNames
+
+ZONE = "clusterset.local"
+GROUP_VERSION = "multicluster.x-k8s.io/v1beta1"
+
+
+def soa(ttl: int = 5) -> str:
+    """The apex SOA as rendered by :func:`render` (serial as a placeholder)."""
+    return (f"clusterset.local. {ttl} IN SOA ns.dns.clusterset.local. "
+            f"hostmaster.clusterset.local. SERIAL 7200 1800 86400 {ttl}")
+
+
+SOA = soa()
+
+# -- raw API objects --------------------------------------------------------------------------
+
+
+def port(number: Any, protocol: str | None = None, name: str | None = None) -> dict[str, Any]:
+    raw: dict[str, Any] = {"port": number}
+    if protocol is not None:
+        raw["protocol"] = protocol
+    if name is not None:
+        raw["name"] = name
+    return raw
+
+
+def service_import(name: str, namespace: str | None = "prod", type_: str = "ClusterSetIP",
+                   ips: Sequence[Any] | None = None, ports: Sequence[Any] | None = None,
+                   layout: str = "spec", api_version: str = GROUP_VERSION) -> dict[str, Any]:
+    """A raw ServiceImport; ``layout`` is where its fields sit: spec, root or status."""
+    fields: dict[str, Any] = {"type": type_}
+    if ips is not None:
+        fields["ips"] = list(ips)
+    if ports is not None:
+        fields["ports"] = list(ports)
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": "ServiceImport", "metadata": meta}
+    if layout == "spec":
+        obj["spec"] = fields
+    elif layout == "root":
+        obj.update(fields)
+    elif layout == "status":
+        obj["status"] = fields
+    else:
+        raise AssertionError(layout)
+    return obj
+
+
+def endpoint(*addresses: str, hostname: str | None = None,
+             ready: bool | None = None) -> dict[str, Any]:
+    raw: dict[str, Any] = {"addresses": list(addresses)}
+    if hostname is not None:
+        raw["hostname"] = hostname
+    if ready is not None:
+        raw["conditions"] = {"ready": ready}
+    return raw
+
+
+def endpoint_slice(name: str, service: str | None, namespace: str = "prod",
+                   cluster: str | None = None, address_type: str = "IPv4",
+                   endpoints: Sequence[Any] = (),
+                   ports: Sequence[Any] | None = None,
+                   resource_version: str | None = None) -> dict[str, Any]:
+    labels: dict[str, str] = {}
+    if service is not None:
+        labels[convert.SERVICE_NAME_LABEL] = service
+    if cluster is not None:
+        labels[convert.SOURCE_CLUSTER_LABEL] = cluster
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    obj: dict[str, Any] = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": meta,
+        "addressType": address_type,
+        "endpoints": list(endpoints),
+    }
+    if ports is not None:
+        obj["ports"] = list(ports)
+    return obj
+
+
+def build_cache(imports: Iterable[dict[str, Any]] = (), slices: Iterable[dict[str, Any]] = (),
+                ttl: int = 5, synced: bool = True, ns_addresses: Iterable[Any] = ()) -> Cache:
+    """A cache holding the given raw objects, converted by :mod:`convert`."""
+    models = [convert.service_import(obj) for obj in imports]
+    pieces = [convert.endpoint_slice(obj) for obj in slices]
+    cache = Cache(ZoneNames(ZONE), ttl, ns_addresses)
+    cache.apply([
+        ("replace-imports", None, {(m.namespace, m.name): m for m in models}),
+        ("replace-slices", None, {(p.namespace, p.name): p for p in pieces if p is not None}),
+        ("synced", None, synced),
+    ])
+    return cache
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+
+def query(qname: str, qtype: str = "A", *, rdclass: str = "IN", edns: int | None = None,
+          payload: int = 1232, do: bool = False, options: Sequence[dns.edns.Option] = (),
+          rd: bool = True, cd: bool = False, qid: int | None = None) -> bytes:
+    """Query bytes as dnspython writes them (the question keeps ``qname``'s case)."""
+    if edns is None:
+        assert not do and not options, "DO and options need EDNS"
+        msg = dns.message.make_query(qname, qtype, rdclass, use_edns=False)
+    else:
+        msg = dns.message.make_query(qname, qtype, rdclass, use_edns=edns, want_dnssec=do,
+                                     payload=payload, options=list(options) or None)
+    msg.flags = (dns.flags.RD if rd else 0) | (dns.flags.CD if cd else 0)
+    if qid is not None:
+        msg.id = qid
+    return msg.to_wire()
+
+
+def cookie() -> dns.edns.Option:
+    return dns.edns.GenericOption(dns.edns.OptionType.COOKIE, b"\x01\x02\x03\x04\x05\x06\x07\x08")
+
+
+# -- responses --------------------------------------------------------------------------------
+
+
+def _line(rrset: dns.rrset.RRset, rdata: Any) -> str:
+    rtype = dns.rdatatype.to_text(rrset.rdtype)
+    text = rdata.to_text()
+    if rrset.rdtype == dns.rdatatype.SOA:
+        fields = text.split()
+        fields[2] = "SERIAL"
+        text = " ".join(fields)
+    return (f"{rrset.name.to_text()} {rrset.ttl} {dns.rdataclass.to_text(rrset.rdclass)} "
+            f"{rtype} {text}")
+
+
+def render(section: Iterable[dns.rrset.RRset], lower: bool = True) -> list[str]:
+    lines = [_line(rrset, rdata) for rrset in section for rdata in rrset]
+    return sorted(line.lower() for line in lines) if lower else sorted(lines)
+
+
+@dataclass
+class Reply:
+    wire: bytes
+    msg: dns.message.Message
+    rcode: int  # extended (BADVERS = 16)
+    answer: list[str]
+    authority: list[str]
+    additional: list[str]
+
+    @property
+    def flags(self) -> int:
+        return int(self.msg.flags)
+
+    def has(self, flag: int) -> bool:
+        return bool(self.msg.flags & flag)
+
+
+def decode(response: bytes) -> Reply:
+    """Decodes a response and checks that the header counts match what was decoded
+    (dnspython merges identical records into one, so a duplicate shows up here)."""
+    msg = dns.message.from_wire(response)
+    reply = Reply(response, msg, msg.rcode(), render(msg.answer), render(msg.authority),
+                  render(msg.additional))
+    _, _, qd, an, ns, ar = struct.unpack_from("!HHHHHH", response)
+    assert qd == len(msg.question)
+    assert an == len(reply.answer), f"ANCOUNT {an} but records {reply.answer}"
+    assert ns == len(reply.authority), f"NSCOUNT {ns} but records {reply.authority}"
+    assert ar == len(reply.additional) + (1 if msg.opt is not None else 0), \
+        f"ARCOUNT {ar} but records {reply.additional}"
+    return reply
+
+
+def ask(handler: Handler, data: bytes, tcp: bool = False) -> Reply:
+    response = handler.handle(data, tcp)
+    assert response is not None, "no response"
+    assert response[:2] == data[:2], "ID not echoed"
+    return decode(response)
+
+
+def rcode_name(rcode: int) -> str:
+    return dns.rcode.to_text(dns.rcode.Rcode(rcode))

@@ -1,0 +1,478 @@
+"""The per-packet path: fast path = slow path, EDNS, truncation, malformed packets, fuzzing."""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+import dns.flags
+import dns.message
+import dns.opcode
+import dns.rcode
+import pytest
+
+from clusterset_dns.handler import Handler
+
+from .helpers import (
+    ask,
+    build_cache,
+    cookie,
+    decode,
+    endpoint,
+    endpoint_slice,
+    port,
+    query,
+    service_import,
+)
+
+Z = "svc.clusterset.local."
+WEB, DB, BIG = f"web.prod.{Z}", f"db.prod.{Z}", f"big.prod.{Z}"
+BIG_COUNT = 80
+
+IMPORTS = [
+    service_import("web", ips=["10.1.0.1", "fd00::101"], ports=[port(80, "TCP", "http")]),
+    service_import("db", type_="Headless", ports=[port(5432, "TCP", "pg")]),
+    service_import("big", type_="Headless", ports=[port(80, "TCP", "http")]),
+]
+SLICES = [
+    endpoint_slice("db-a", "db", cluster="east", ports=[port(5432, "TCP", "pg")],
+                   endpoints=[endpoint("10.2.0.1", hostname="db-0"), endpoint("10.2.0.2")]),
+    endpoint_slice("big-a", "big", cluster="east", ports=[port(80, "TCP", "http")],
+                   endpoints=[endpoint(f"10.3.{i // 250}.{i % 250 + 1}")
+                              for i in range(BIG_COUNT)]),
+]
+
+
+@pytest.fixture(scope="module")
+def handler() -> Handler:
+    return Handler(build_cache(IMPORTS, SLICES).zone)
+
+
+# -- fast path = slow path --------------------------------------------------------------------
+
+SAME_BYTES = [
+    (WEB, "A", {}), (WEB, "AAAA", {}), ("WEB.prod.SVC.clusterset.local.", "A", {}),
+    (f"_http._tcp.{WEB}", "SRV", {}), (DB, "A", {}), (f"db-0.east.{DB}", "A", {}),
+    ("clusterset.local.", "SOA", {}), ("clusterset.local.", "NS", {}),
+    ("dns-version.clusterset.local.", "TXT", {}), (WEB, "ANY", {}),
+    (WEB, "A", {"edns": 0}), (WEB, "A", {"edns": 0, "do": True}),
+    (WEB, "A", {"edns": 0, "payload": 512}), (WEB, "A", {"edns": 0, "payload": 100}),
+    (WEB, "A", {"edns": 0, "payload": 65535}),
+    (DB, "SRV", {"edns": 0}), (DB, "SRV", {}), (BIG, "A", {"edns": 0, "payload": 4096}),
+    (BIG, "A", {}), (f"_http._tcp.{BIG}", "SRV", {"edns": 0}),
+    (f"nothere.prod.{Z}", "A", {}), (f"nothere.prod.{Z}", "A", {"edns": 0}),
+]
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+@pytest.mark.parametrize(("rd", "cd"), [(True, False), (False, True)], ids=["rd", "cd"])
+@pytest.mark.parametrize(("qname", "qtype", "kw"), SAME_BYTES,
+                         ids=[f"{n}-{t}-{k}" for n, t, k in SAME_BYTES])
+def test_fast_and_slow_path_give_the_same_bytes(handler: Handler, qname: str, qtype: str,
+                                                 kw: dict[str, Any], rd: bool, cd: bool,
+                                                 tcp: bool) -> None:
+    data = query(qname, qtype, rd=rd, cd=cd, qid=0xBEEF, **kw)
+    assert handler.handle(data, tcp) == handler._slow(data, tcp)
+
+
+@pytest.mark.parametrize(("qname", "qtype", "kw"), [
+    (WEB, "A", {}), (WEB, "A", {"edns": 0}), (f"_http._tcp.{WEB}", "SRV", {"edns": 0}),
+    ("clusterset.local.", "SOA", {}), (f"db-0.east.{DB}", "A", {"edns": 0, "do": True}),
+])
+def test_fast_path_answers_option_less_queries(handler: Handler, qname: str, qtype: str,
+                                               kw: dict[str, Any],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = handler.handle(query(qname, qtype, qid=7, **kw), False)
+
+    def no_slow_path(data: bytes, tcp: bool) -> bytes | None:
+        raise AssertionError("slow path taken")
+
+    monkeypatch.setattr(handler, "_slow", no_slow_path)
+    assert handler.handle(query(qname, qtype, qid=7, **kw), False) == expected
+
+
+@pytest.mark.parametrize(("qname", "qtype"), [
+    (WEB, "A"), (WEB, "AAAA"), (f"_http._tcp.{WEB}", "SRV"), (DB, "SRV"), (DB, "A"),
+    ("clusterset.local.", "SOA"), (f"nothere.prod.{Z}", "A"), (WEB, "TXT"),
+    ("dns-version.clusterset.local.", "TXT"),
+])
+@pytest.mark.parametrize("do", [False, True], ids=["", "do"])
+def test_cookie_option_gives_the_same_answer(handler: Handler, qname: str, qtype: str,
+                                             do: bool) -> None:
+    plain = ask(handler, query(qname, qtype, edns=0, do=do, qid=77))
+    with_cookie = ask(handler, query(qname, qtype, edns=0, do=do, options=[cookie()], qid=77))
+    assert with_cookie.rcode == plain.rcode
+    assert with_cookie.flags == plain.flags
+    assert (with_cookie.answer, with_cookie.authority, with_cookie.additional) == \
+        (plain.answer, plain.authority, plain.additional)
+    assert with_cookie.msg.opt is not None
+    assert with_cookie.wire == plain.wire  # the OPT of the answer carries no option
+
+
+# -- EDNS -------------------------------------------------------------------------------------
+
+EDNS_QUERIES = [
+    pytest.param(WEB, "A", [], id="fast"),
+    pytest.param(WEB, "A", [cookie()], id="slow"),
+    pytest.param(f"nothere.prod.{Z}", "A", [], id="nxdomain"),
+    pytest.param(WEB, "TXT", [], id="nodata"),
+    pytest.param("example.com.", "A", [], id="refused"),
+]
+
+
+@pytest.mark.parametrize("payload", [512, 1232, 4096])
+@pytest.mark.parametrize("do", [False, True], ids=["", "do"])
+@pytest.mark.parametrize(("qname", "qtype", "options"), EDNS_QUERIES)
+def test_edns_opt_echoed(handler: Handler, qname: str, qtype: str, options: list[Any],
+                         do: bool, payload: int) -> None:
+    reply = ask(handler, query(qname, qtype, edns=0, do=do, payload=payload, options=options))
+    assert reply.msg.opt is not None
+    assert reply.msg.edns == 0
+    assert reply.msg.payload == 1232  # the server's own limit, whatever the client's
+    assert bool(reply.msg.ednsflags & dns.flags.DO) is do
+    assert not reply.msg.options
+
+
+@pytest.mark.parametrize("do", [False, True], ids=["", "do"])
+def test_edns_opt_echoed_on_servfail(do: bool) -> None:
+    handler = Handler(build_cache(IMPORTS, SLICES, synced=False).zone)
+    reply = ask(handler, query(f"nothere.prod.{Z}", "A", edns=0, do=do, payload=4096))
+    assert reply.rcode == dns.rcode.SERVFAIL
+    assert reply.msg.opt is not None and reply.msg.payload == 1232
+    assert bool(reply.msg.ednsflags & dns.flags.DO) is do
+
+
+@pytest.mark.parametrize(("qname", "qtype"), [(WEB, "A"), ("example.com.", "A")])
+def test_no_opt_without_edns(handler: Handler, qname: str, qtype: str) -> None:
+    reply = ask(handler, query(qname, qtype))
+    assert reply.msg.opt is None
+    assert reply.msg.edns == -1
+
+
+@pytest.mark.parametrize("version", [1, 2, 255])
+@pytest.mark.parametrize("do", [False, True], ids=["", "do"])
+@pytest.mark.parametrize(("qname", "qtype"), [(WEB, "A"), (f"nothere.prod.{Z}", "A"),
+                                              ("example.com.", "A")])
+def test_edns_version_badvers(handler: Handler, qname: str, qtype: str, do: bool,
+                              version: int) -> None:
+    data = query(qname, qtype, edns=version, do=do, qid=99)
+    reply = ask(handler, data)
+    assert reply.rcode == dns.rcode.BADVERS == 16
+    assert reply.msg.opt is not None
+    assert reply.msg.edns == 0  # the version the server speaks
+    assert bool(reply.msg.ednsflags & dns.flags.DO) is do
+    assert (reply.answer, reply.authority, reply.additional) == ([], [], [])
+    assert reply.msg.question[0].name.to_text() == qname
+
+
+# -- truncation -------------------------------------------------------------------------------
+
+def _check_truncated(reply: Any, qname: str, edns: bool) -> None:
+    assert reply.has(dns.flags.TC)
+    assert reply.has(dns.flags.QR) and reply.has(dns.flags.AA)
+    assert reply.has(dns.flags.RD) and not reply.has(dns.flags.RA)
+    assert reply.rcode == dns.rcode.NOERROR
+    assert [q.name.to_text() for q in reply.msg.question] == [qname]
+    assert (reply.answer, reply.authority, reply.additional) == ([], [], [])
+    assert (reply.msg.opt is not None) is edns
+
+
+@pytest.mark.parametrize(("qname", "qtype"), [(BIG, "A"), (BIG, "SRV"),
+                                              (f"_http._tcp.{BIG}", "SRV")])
+@pytest.mark.parametrize("options", [[], [cookie()]], ids=["fast", "slow"])
+def test_truncation(handler: Handler, qname: str, qtype: str, options: list[Any]) -> None:
+    full = ask(handler, query(qname, qtype), tcp=True)
+    assert not full.has(dns.flags.TC)
+    assert len(full.answer) >= BIG_COUNT
+    assert len(full.wire) > 1232 + 11
+    # UDP without EDNS: 512 bytes at most
+    _check_truncated(ask(handler, query(qname, qtype)), qname, edns=False)
+    # EDNS asking for 4096: the server's cap (1232) applies
+    reply = ask(handler, query(qname, qtype, edns=0, payload=4096, options=options))
+    _check_truncated(reply, qname, edns=True)
+    assert len(reply.wire) <= 512
+    # TCP: the whole answer, with or without EDNS
+    over_tcp = ask(handler, query(qname, qtype, edns=0, payload=512, options=options), tcp=True)
+    assert not over_tcp.has(dns.flags.TC)
+    assert (over_tcp.answer, over_tcp.additional) == (full.answer, full.additional)
+
+
+def test_truncation_respects_a_larger_configured_cap() -> None:
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, udp_payload_cap=4096)
+    full = ask(handler, query(BIG, "A"), tcp=True)
+    reply = ask(handler, query(BIG, "A", edns=0, payload=4096))
+    assert not reply.has(dns.flags.TC)
+    assert reply.answer == full.answer
+    assert reply.msg.payload == 4096
+    _check_truncated(ask(handler, query(BIG, "A", edns=0, payload=1232)), BIG, edns=True)
+
+
+def _medium_handler(count: int) -> Handler:
+    piece = endpoint_slice("m", "big", cluster="east",
+                           endpoints=[endpoint(f"10.4.0.{i + 1}") for i in range(count)])
+    return Handler(build_cache(IMPORTS[2:], [piece]).zone)
+
+
+@pytest.mark.parametrize("options", [[], [cookie()]], ids=["fast", "slow"])
+def test_truncation_boundary_is_the_client_payload(options: list[Any]) -> None:
+    """An answer between 512 and 1232 bytes: the client's payload decides, to the byte."""
+    handler = _medium_handler(40)
+    size = len(handler.handle(query(BIG, "A", edns=0), True) or b"")
+    assert 512 < size < 1232
+    fits = ask(handler, query(BIG, "A", edns=0, payload=size, options=options))
+    assert not fits.has(dns.flags.TC)
+    assert len(fits.wire) == size
+    assert len(fits.answer) == 40
+    _check_truncated(ask(handler, query(BIG, "A", edns=0, payload=size - 1, options=options)),
+                     BIG, edns=True)
+    # a payload below 512 means 512 (RFC 6891 6.2.5)
+    _check_truncated(ask(handler, query(BIG, "A", edns=0, payload=100, options=options)),
+                     BIG, edns=True)
+    _check_truncated(ask(handler, query(BIG, "A")), BIG, edns=False)
+
+
+def test_truncation_boundary_without_edns() -> None:
+    """The largest answer that fits 512 bytes is sent whole; one more record truncates."""
+    sizes = {}
+    for count in range(20, 40):
+        handler = _medium_handler(count)
+        full = handler.handle(query(BIG, "A", qid=3), True) or b""
+        reply = ask(handler, query(BIG, "A", qid=3))
+        sizes[count] = len(full)
+        if len(full) <= 512:
+            assert not reply.has(dns.flags.TC)
+            assert reply.wire == full
+        else:
+            _check_truncated(reply, BIG, edns=False)
+    assert min(sizes.values()) <= 512 < max(sizes.values())
+
+
+# -- answers too big for TCP ------------------------------------------------------------------
+
+def _huge_handler() -> Handler:
+    """SRV of 1,000 endpoints and A of 4,200: over 65,535 bytes, the most a TCP message
+    can carry (RFC 1035 4.2.2: a two-byte length prefix)."""
+    imports = [service_import("srv", type_="Headless", ports=[port(80, "TCP", "http")]),
+               service_import("many", type_="Headless")]
+    slices = [
+        endpoint_slice("srv-a", "srv", cluster="east", ports=[port(80, "TCP", "http")],
+                       endpoints=[endpoint(f"10.5.{i // 250}.{i % 250 + 1}")
+                                  for i in range(1000)]),
+        endpoint_slice("many-a", "many", cluster="east",
+                       endpoints=[endpoint(f"10.6.{i // 250}.{i % 250 + 1}")
+                                  for i in range(4200)]),
+    ]
+    return Handler(build_cache(imports, slices).zone)
+
+
+HUGE = [
+    pytest.param(f"srv.prod.{Z}", "SRV", {}, id="srv-fast"),
+    pytest.param(f"_http._tcp.srv.prod.{Z}", "SRV", {"edns": 0}, id="named-srv-fast-edns"),
+    pytest.param(f"srv.prod.{Z}", "SRV", {"edns": 0, "options": [cookie()]}, id="srv-slow"),
+    pytest.param(f"many.prod.{Z}", "A", {}, id="a-fast"),
+    pytest.param(f"many.prod.{Z}", "A", {"edns": 0, "options": [cookie()]}, id="a-slow"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("qname", "qtype", "kw"), HUGE)
+def test_tcp_answer_fits_a_tcp_message(qname: str, qtype: str, kw: dict[str, Any]) -> None:
+    handler = _huge_handler()
+    data = query(qname, qtype, qid=0x4242, **kw)
+    response = handler.handle(data, True)
+    assert response is not None
+    assert len(response) <= 65535, f"{len(response)} bytes cannot be framed over TCP"
+    reply = decode(response)
+    assert reply.msg.id == 0x4242
+    if not reply.has(dns.flags.TC):
+        assert len(reply.answer) in (1000, 4200)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("qname", "qtype"), [(f"srv.prod.{Z}", "SRV"), (f"many.prod.{Z}", "A")])
+def test_fast_and_slow_path_agree_on_huge_tcp_answers(qname: str, qtype: str) -> None:
+    handler = _huge_handler()
+    data = query(qname, qtype, qid=0x4243)
+    assert handler.handle(data, True) == handler._slow(data, True)
+
+
+# -- malformed packets ------------------------------------------------------------------------
+
+def _valid(qid: int = 0x1234, **kw: Any) -> bytes:
+    return query(WEB, "A", qid=qid, **kw)
+
+
+def _with_flags(data: bytes, flags: int) -> bytes:
+    return data[:2] + struct.pack("!H", flags) + data[4:]
+
+
+def _with_counts(data: bytes, qd: int, an: int = 0, ns: int = 0, ar: int = 0) -> bytes:
+    return data[:4] + struct.pack("!HHHH", qd, an, ns, ar) + data[12:]
+
+
+HEADER = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+QUESTION = b"\x03web\x04prod\x03svc\nclusterset\x05local\x00\x00\x01\x00\x01"
+OPT = b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"
+A_RECORD = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04\x0a\x00\x00\x01"
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"\x12", b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00", _valid()[:11],
+], ids=["empty", "1-byte", "11-bytes", "valid-cut-to-11"])
+def test_no_header_no_answer(handler: Handler, data: bytes) -> None:
+    assert handler.handle(data, False) is None
+    assert handler.handle(data, True) is None
+
+
+@pytest.mark.parametrize("data", [
+    _with_flags(_valid(), 0x8100), _with_flags(_valid(), 0x8500),
+    _with_flags(_valid(edns=0), 0x8000), _with_flags(HEADER, 0x8000),
+    _with_flags(_valid(), 0x8000 | 0x2000),
+], ids=["response", "aa-response", "edns-response", "header-only-response", "response-notify"])
+def test_responses_are_never_answered(handler: Handler, data: bytes) -> None:
+    assert handler.handle(data, False) is None
+    assert handler.handle(data, True) is None
+
+
+def _check_error(handler: Handler, data: bytes, rcode: int) -> dns.message.Message:
+    for tcp in (False, True):
+        response = handler.handle(data, tcp)
+        assert response is not None
+        assert response[:2] == data[:2]
+        assert response[2] & 0x80, "QR must be set"
+        assert not response[3] & 0x80, "RA must be clear"
+        assert response[3] & 0x0F == rcode
+        assert struct.unpack_from("!HH", response, 6) == (0, 0)  # no answer, no authority
+        msg = decode(response).msg
+    return msg
+
+
+FORMERR_PACKETS = [
+    ("qdcount-0", _with_counts(_valid(), 0)),
+    ("qdcount-0-header-only", struct.pack("!HHHHHH", 0x1234, 0x0100, 0, 0, 0, 0)),
+    ("qdcount-2", _with_counts(_valid(), 2)),
+    ("qdcount-2-two-questions", _with_counts(HEADER + QUESTION + QUESTION, 2)),
+    ("qdcount-65535", _with_counts(_valid(), 0xFFFF)),
+    ("header-only", HEADER),
+    ("label-64", HEADER + b"\x40" + b"a" * 64 + b"\x00\x00\x01\x00\x01"),
+    ("label-length-0x80", HEADER + b"\x80" + b"a" * 0x80 + b"\x00\x00\x01\x00\x01"),
+    ("pointer-in-question", HEADER + b"\xc0\x0c\x00\x01\x00\x01"),
+    ("pointer-after-label", HEADER + b"\x03web\xc0\x0c\x00\x01\x00\x01"),
+    ("name-256-bytes", HEADER + (b"\x3f" + b"a" * 63) * 3 + b"\x3e" + b"b" * 62
+     + b"\x00\x00\x01\x00\x01"),
+    ("question-cut-in-label", HEADER + QUESTION[:8]),
+    ("question-no-root", HEADER + QUESTION[:-5]),
+    ("question-no-type", HEADER + QUESTION[:-4]),
+    ("question-half-type", HEADER + QUESTION[:-3]),
+    ("question-no-class", HEADER + QUESTION[:-2]),
+    ("question-half-class", HEADER + QUESTION[:-1]),
+    ("opt-cut", _with_counts(HEADER + QUESTION + OPT[:-1], 1, ar=1)),
+    ("opt-cut-in-fixed-part", _with_counts(HEADER + QUESTION + OPT[:5], 1, ar=1)),
+    ("opt-rdata-cut", _with_counts(HEADER + QUESTION + OPT[:-2] + b"\x00\x0c\x00\x0a\x00\x08"
+                                   + b"\x01\x02\x03", 1, ar=1)),
+    ("arcount-without-record", _with_counts(HEADER + QUESTION, 1, ar=1)),
+    ("two-opts", _with_counts(HEADER + QUESTION + OPT + OPT, 1, ar=2)),
+    ("opt-in-answer-section", _with_counts(HEADER + QUESTION + OPT, 1, an=1)),
+    ("opt-owner-not-root", _with_counts(HEADER + QUESTION + b"\x01x" + OPT, 1, ar=1)),
+    ("answer-record-cut", _with_counts(HEADER + QUESTION + A_RECORD[:-1], 1, an=1)),
+]
+
+
+@pytest.mark.parametrize("data", [d for _, d in FORMERR_PACKETS],
+                         ids=[i for i, _ in FORMERR_PACKETS])
+def test_formerr(handler: Handler, data: bytes) -> None:
+    msg = _check_error(handler, data, dns.rcode.FORMERR)
+    assert msg.rcode() == dns.rcode.FORMERR
+
+
+def test_records_in_other_sections_are_skipped(handler: Handler) -> None:
+    """A well-formed record in the answer section of a query does not stop the answer."""
+    data = _with_counts(HEADER + QUESTION + A_RECORD + OPT, 1, an=1, ar=1)
+    reply = ask(handler, data)
+    assert reply.answer == [f"{WEB} 5 in a 10.1.0.1"]
+    assert reply.msg.opt is not None
+
+
+@pytest.mark.parametrize("opcode", [dns.opcode.IQUERY, dns.opcode.STATUS, dns.opcode.NOTIFY,
+                                    dns.opcode.UPDATE, 3, 15], ids=str)
+@pytest.mark.parametrize("qd", [1, 0])
+def test_notimp(handler: Handler, opcode: int, qd: int) -> None:
+    data = _with_counts(_with_flags(_valid(), 0x0100 | (opcode << 11)), qd)
+    response = handler.handle(data, False)
+    assert response is not None
+    assert response[:2] == data[:2]
+    assert response[2] & 0x80
+    assert response[3] & 0x0F == dns.rcode.NOTIMP
+    assert struct.unpack_from("!HH", response, 6) == (0, 0)
+
+
+# -- fuzzing ----------------------------------------------------------------------------------
+
+SEEDS = [
+    _valid(), _valid(edns=0), _valid(edns=0, options=[cookie()]),
+    query(f"_http._tcp.{WEB}", "SRV", qid=5), query(BIG, "A", edns=0, payload=4096, qid=6),
+    query(f"nothere.prod.{Z}", "A", qid=8), query("example.com.", "A", qid=9),
+    query("clusterset.local.", "SOA", edns=0, do=True, qid=10),
+]
+
+
+def _expect_answer(data: bytes) -> bool:
+    """SPEC.md: dropped only when no header can be read, or when it is a response."""
+    return len(data) >= 12 and not data[2] & 0x80
+
+
+def _check(handler: Handler, data: bytes, tcp: bool) -> None:
+    response = handler.handle(data, tcp)
+    if not _expect_answer(data):
+        assert response is None, data
+        return
+    assert response is not None, f"no answer to {data!r}"
+    assert len(response) >= 12
+    assert response[:2] == data[:2], data
+    assert response[2] & 0x80, data  # QR
+    if not tcp:
+        limit = 512
+        if response[3] & 0x0F != dns.rcode.FORMERR and b"\x00\x00\x29" in data:
+            limit = 1232
+        assert len(response) <= limit, data
+    decode(response)  # a response dnspython can read, with counts that match
+
+
+@pytest.mark.timeout(120)
+def test_fuzz_random_packets(handler: Handler) -> None:
+    rng = random.Random(20240601)
+    for _ in range(20_000):
+        size = rng.choice((rng.randrange(0, 16), rng.randrange(12, 64), rng.randrange(12, 600)))
+        data = bytes(rng.randrange(256) for _ in range(size))
+        if rng.random() < 0.5 and len(data) >= 12:
+            data = data[:2] + bytes((data[2] & 0x07, data[3])) + data[4:]  # a QUERY
+        if rng.random() < 0.5 and len(data) >= 12:
+            data = data[:4] + b"\x00\x01" + data[6:]  # one question
+        _check(handler, data, rng.random() < 0.2)
+
+
+@pytest.mark.timeout(120)
+def test_fuzz_mutated_queries(handler: Handler) -> None:
+    rng = random.Random(1645)
+    for _ in range(20_000):
+        data = bytearray(rng.choice(SEEDS))
+        for _ in range(rng.randrange(1, 4)):
+            action = rng.randrange(5)
+            if action == 0:  # flip a byte
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            elif action == 1:  # flip one bit
+                i = rng.randrange(len(data))
+                data[i] ^= 1 << rng.randrange(8)
+            elif action == 2:  # cut
+                del data[rng.randrange(len(data)):]
+            elif action == 3:  # insert bytes
+                i = rng.randrange(len(data) + 1)
+                data[i:i] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8)))
+            else:  # change a count
+                i = 4 + 2 * rng.randrange(4)
+                if len(data) >= i + 2:
+                    data[i:i + 2] = struct.pack("!H", rng.choice((0, 1, 2, 3, 0xFFFF)))
+            if not data:
+                break
+        _check(handler, bytes(data), rng.random() < 0.2)

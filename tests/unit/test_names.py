@@ -1,0 +1,131 @@
+"""names: endpoint host names, name validation, the zone's own names (SPEC.md section 2)."""
+
+from __future__ import annotations
+
+from ipaddress import ip_address
+
+import pytest
+
+from clusterset_dns import names
+from clusterset_dns.names import ZoneNames
+
+ENDPOINT_HOSTNAMES = [
+    ("10.1.2.3", "10-1-2-3"),
+    ("192.168.0.255", "192-168-0-255"),
+    ("0.0.0.0", "0-0-0-0"),
+    ("fd00::1", "fd00--1"),
+    ("fd00::", "fd00--0"),  # a trailing "-" is not a valid ending: "0" appended
+    ("::1", "--1"),
+    ("::", "--0"),
+    ("FD00::ABCD", "fd00--abcd"),  # the compressed, lower-case form
+    ("2001:db8:1:2:3:4:5:6", "2001-db8-1-2-3-4-5-6"),
+    ("2001:0db8:0000:0000:0000:0000:0000:0001", "2001-db8--1"),
+    ("fd00:1:0:0:1::", "fd00-1-0-0-1--0"),
+]
+
+
+@pytest.mark.parametrize(("address", "expected"), ENDPOINT_HOSTNAMES,
+                         ids=[a for a, _ in ENDPOINT_HOSTNAMES])
+def test_endpoint_hostname(address: str, expected: str) -> None:
+    host = names.endpoint_hostname(ip_address(address))
+    assert host == expected
+    assert names.is_label(host)
+    assert not host.endswith("-")
+
+
+L63, L62, L61 = "a" * 63, "b" * 62, "c" * 61
+
+SPLIT_VALID = [
+    ("Web.Prod.", (b"web", b"prod")),
+    ("web.prod", (b"web", b"prod")),
+    ("  clusterset.local.  ", (b"clusterset", b"local")),
+    ("", ()),
+    (".", ()),
+    (L63, (L63.encode(),)),
+    # 255 bytes on the wire exactly: 3 * (1 + 63) + (1 + 61) + 1
+    (f"{L63}.{L63}.{L63}.{L61}", (L63.encode(),) * 3 + (L61.encode(),)),
+    ("_http._tcp.web", (b"_http", b"_tcp", b"web")),
+]
+
+
+@pytest.mark.parametrize(("text", "labels"), SPLIT_VALID, ids=range(len(SPLIT_VALID)))
+def test_split_valid(text: str, labels: tuple[bytes, ...]) -> None:
+    assert names.split(text) == labels
+
+
+SPLIT_INVALID = [
+    ("label-too-long", "a" * 64 + ".local"),
+    ("name-too-long", f"{L63}.{L63}.{L63}.{L62}"),  # 256 bytes on the wire
+    ("name-way-too-long", ".".join(["abcdefghij"] * 30)),
+    ("empty-label-inside", "web..prod"),
+    ("empty-label-first", ".web.prod"),
+    ("non-ascii", "wéb.prod"),
+]
+
+
+@pytest.mark.parametrize(("text"), [t for _, t in SPLIT_INVALID],
+                         ids=[i for i, _ in SPLIT_INVALID])
+def test_split_invalid(text: str) -> None:
+    with pytest.raises(ValueError):  # NameError_ (or UnicodeError) are ValueErrors
+        names.split(text)
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("web", True), ("a" * 63, True), ("a" * 64, False), ("", False), ("a.b", False),
+    ("wéb", False), ("_http", True),
+])
+def test_is_label(text: str, ok: bool) -> None:
+    assert names.is_label(text) is ok
+
+
+@pytest.mark.parametrize(("labels", "wire", "text"), [
+    ((), b"\x00", "."),
+    ((b"web", b"prod"), b"\x03web\x04prod\x00", "web.prod."),
+    ((b"a",), b"\x01a\x00", "a."),
+])
+def test_wire_and_text(labels: tuple[bytes, ...], wire: bytes, text: str) -> None:
+    assert names.to_wire(labels) == wire
+    assert names.wire_length(labels) == len(wire)
+    assert names.to_text(labels) == text
+
+
+def _t(labels: tuple[bytes, ...]) -> str:
+    return names.to_text(labels)
+
+
+ZONE_NAMES = [
+    ("clusterset.local", lambda z: z.apex, "clusterset.local."),
+    ("clusterset.local", lambda z: z.svc, "svc.clusterset.local."),
+    ("clusterset.local", lambda z: z.dns_version, "dns-version.clusterset.local."),
+    ("clusterset.local", lambda z: z.ns, "ns.dns.clusterset.local."),
+    ("ClusterSet.Local.", lambda z: z.apex, "clusterset.local."),
+    ("mcs.example.org", lambda z: z.svc, "svc.mcs.example.org."),
+    ("clusterset.local", lambda z: z.service("Prod", "Web"), "web.prod.svc.clusterset.local."),
+    ("clusterset.local", lambda z: z.port_srv(z.service("prod", "web"), "http", "tcp"),
+     "_http._tcp.web.prod.svc.clusterset.local."),
+    ("clusterset.local", lambda z: z.port_srv(z.service("prod", "web"), "dns", "udp"),
+     "_dns._udp.web.prod.svc.clusterset.local."),
+    ("clusterset.local", lambda z: z.endpoint(z.service("prod", "db"), "db-0", "east"),
+     "db-0.east.db.prod.svc.clusterset.local."),
+    ("clusterset.local", lambda z: z.endpoint(z.service("prod", "db"), "db-0", "east.eu.example"),
+     "db-0.east.eu.example.db.prod.svc.clusterset.local."),
+    ("clusterset.local",
+     lambda z: z.endpoint(z.service("prod", "db"), "10-1-2-3", "West.EU"),
+     "10-1-2-3.west.eu.db.prod.svc.clusterset.local."),
+]
+
+
+@pytest.mark.parametrize(("zone", "get", "expected"), ZONE_NAMES,
+                         ids=[e for _, _, e in ZONE_NAMES])
+def test_zone_names(zone: str, get: object, expected: str) -> None:
+    assert callable(get)
+    assert _t(get(ZoneNames(zone))) == expected
+
+
+def test_zone_names_reject_names_too_long() -> None:
+    zone = ZoneNames("clusterset.local")
+    service = zone.service("prod", "web")
+    with pytest.raises(names.NameError_):
+        zone.endpoint(service, "a" * 63, ".".join(["b" * 63] * 3))
+    with pytest.raises(names.NameError_):
+        zone.service("prod", "x" * 64)

@@ -1,0 +1,583 @@
+"""The Kubernetes source against a fake API client (the ``watch.Client`` seam).
+
+Every list response and watch stream is scripted. When a reflector asks for a
+watch and no script is left, the fake stream stays open (like an idle watch)
+and the test inspects the cache, then cancels the reflector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from clusterset_dns import convert, watch
+from clusterset_dns.cache import Cache, Op
+from clusterset_dns.config import Config
+from clusterset_dns.handler import Handler
+from clusterset_dns.kube import ApiError, KubeError
+from clusterset_dns.names import ZoneNames
+
+from .helpers import ZONE, ask, endpoint, endpoint_slice, port, query, service_import
+
+GV = "multicluster.x-k8s.io/v1beta1"
+IMPORTS_PATH = f"/apis/{GV}/serviceimports"
+SLICES_PATH = "/apis/discovery.k8s.io/v1/endpointslices"
+REAL_SLEEP = asyncio.sleep
+
+WEB = service_import("web", ips=["10.1.0.1"], ports=[port(80, "TCP", "http")])
+WEB2 = service_import("web", ips=["10.1.0.2"], ports=[port(80, "TCP", "http")])
+WEB_BAD = service_import("web", type_="Bogus", ips=["10.1.0.3"])
+DB = service_import("db", type_="Headless")
+API = service_import("api", namespace="other", ips=["10.9.0.1"])
+BAD_NEW = service_import("newbad", type_="Bogus")
+DB_EAST = endpoint_slice("db-east", "db", cluster="east", endpoints=[endpoint("10.2.0.1")])
+DB_EAST2 = endpoint_slice("db-east", "db", cluster="east", endpoints=[endpoint("10.2.0.9")])
+DB_WEST = endpoint_slice("db-west", "db", cluster="west", endpoints=[endpoint("10.3.0.1")])
+SLICE_BAD = endpoint_slice("db-east", None, cluster="east", endpoints=[endpoint("10.2.0.7")])
+
+
+def page(*items: dict[str, Any], rv: str | None = None,
+         cont: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    if rv is not None:
+        meta["resourceVersion"] = rv
+    if cont is not None:
+        meta["continue"] = cont
+    return {"kind": "List", "metadata": meta, "items": list(items)}
+
+
+def event(kind: str, obj: dict[str, Any], rv: str) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["resourceVersion"] = rv
+    return {"type": kind, "object": obj}
+
+
+def bookmark(rv: str, kind: str = "ServiceImport") -> dict[str, Any]:
+    return {"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": GV,
+                                           "metadata": {"resourceVersion": rv}}}
+
+
+def error_event(code: int, message: str = "too old resource version") -> dict[str, Any]:
+    return {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+                                        "status": "Failure", "code": code, "message": message}}
+
+
+ListItem = dict[str, Any] | BaseException | Callable[[], Awaitable[dict[str, Any]]]
+
+
+class FakeClient:
+    """Scripted ``get`` answers and watch streams, per path; records every call."""
+
+    def __init__(self, snapshot: Callable[[], Any] = lambda: None) -> None:
+        self.lists: dict[str, list[ListItem]] = defaultdict(list)
+        self.streams: dict[str, list[list[Any]]] = defaultdict(list)
+        self.gets: list[tuple[str, dict[str, Any]]] = []
+        self.watches: list[tuple[str, dict[str, Any], Any]] = []
+        self.hanging: set[str] = set()
+        self.snapshot = snapshot
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None,
+                  timeout: float = 30) -> Any:
+        self.gets.append((path, dict(params or {})))
+        if not self.lists[path]:
+            raise AssertionError(f"unexpected GET {path} {params}")
+        item = self.lists[path].pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        if callable(item):
+            return await item()
+        return copy.deepcopy(item)
+
+    def stream(self, path: str, params: Mapping[str, Any],
+               inactivity_timeout: float) -> AsyncIterator[dict[str, Any]]:
+        self.watches.append((path, dict(params), self.snapshot()))
+        script = self.streams[path].pop(0) if self.streams[path] else None
+        return self._events(path, script)
+
+    async def _events(self, path: str, script: list[Any] | None) -> AsyncIterator[dict[str, Any]]:
+        if script is None:
+            self.hanging.add(path)
+            await asyncio.Event().wait()  # an idle watch, until the test cancels
+        for item in script or ():
+            if isinstance(item, BaseException):
+                raise item
+            yield copy.deepcopy(item)
+
+    def watch_params(self, path: str) -> list[dict[str, Any]]:
+        return [params for p, params, _ in self.watches if p == path]
+
+    def get_params(self, path: str) -> list[dict[str, Any]]:
+        return [params for p, params in self.gets if p == path]
+
+
+async def until(condition: Callable[[], bool], task: asyncio.Task[Any]) -> None:
+    while not condition():
+        if task.done():
+            task.result()  # raises what made the task end
+            raise AssertionError("the source stopped")
+        await REAL_SLEEP(0.001)
+
+
+async def stop(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Back-off sleeps are recorded and take no time."""
+    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.25)
+    monkeypatch.setattr(watch, "BACKOFF_CAP", 2.0)
+    recorded: list[float] = []
+
+    async def fake_sleep(delay: float, result: Any = None) -> Any:
+        recorded.append(delay)
+        return await REAL_SLEEP(0, result)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    return recorded
+
+
+class Run:
+    """One reflector over a real cache, driven by a :class:`FakeClient`."""
+
+    def __init__(self, resource: watch.Resource) -> None:
+        self.cache = Cache(ZoneNames(ZONE), 5)
+        self.ops: list[list[Op]] = []
+        self.invalid: list[str] = []
+        self.listed = 0
+        self.client = FakeClient(lambda: (sorted(self.cache.imports), sorted(self.cache.slices)))
+        self.path = resource.path
+
+        def apply(ops: list[Op]) -> None:
+            self.ops.append(list(ops))
+            self.cache.apply(ops)
+
+        def on_listed() -> None:
+            self.listed += 1
+
+        self.reflector = watch.Reflector(self.client, resource, apply, self.invalid.append,
+                                         Config(), on_listed)
+
+    def run(self) -> None:
+        async def main() -> None:
+            task = asyncio.create_task(self.reflector.run())
+            try:
+                await until(lambda: self.path in self.client.hanging, task)
+            finally:
+                await stop(task)
+
+        asyncio.run(main())
+
+    def imports(self) -> dict[str, tuple[Any, ...]]:
+        return {f"{ns}/{name}": tuple(str(ip) for ip in imp.ips)
+                for (ns, name), imp in self.cache.imports.items()}
+
+    def slices(self) -> dict[str, tuple[str, ...]]:
+        return {f"{ns}/{name}": tuple(str(a) for e in s.endpoints for a in e.addresses)
+                for (ns, name), s in self.cache.slices.items()}
+
+
+def imports_run() -> Run:
+    return Run(watch.import_resource(GV, None))
+
+
+def slices_run() -> Run:
+    return Run(watch.slice_resource(None))
+
+
+# -- list -------------------------------------------------------------------------------------
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("make", "items", "selector"), [
+    (imports_run, [WEB, DB, API], None),
+    (slices_run, [DB_EAST, DB_WEST, endpoint_slice("x", "api", namespace="other")],
+     convert.SERVICE_NAME_LABEL),
+], ids=["imports", "slices"])
+def test_list_pagination(sleeps: list[float], make: Callable[[], Run],
+                         items: list[dict[str, Any]], selector: str | None) -> None:
+    run = make()
+    run.client.lists[run.path] = [page(items[0], rv="10", cont="c1"),
+                                  page(items[1], rv="10", cont="c2"),
+                                  page(items[2], rv="12")]
+    run.run()
+    base = {"limit": watch.PAGE_SIZE} | ({"labelSelector": selector} if selector else {})
+    assert run.client.get_params(run.path) == [
+        base, base | {"continue": "c1"}, base | {"continue": "c2"}]
+    got = run.imports() if make is imports_run else run.slices()
+    assert sorted(got) == sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+                                 for o in items)
+    assert len(run.ops) == 1  # the whole list in one update
+    assert run.listed == 1
+    (params,) = run.client.watch_params(run.path)
+    assert params["resourceVersion"] == "12"
+    assert params["allowWatchBookmarks"] is True
+    assert params.get("labelSelector") == selector
+    assert sleeps == []
+
+
+# -- watch events -----------------------------------------------------------------------------
+
+WATCH_IMPORTS = [
+    ("added", [WEB], [event("ADDED", DB, "11"), event("ADDED", API, "12")],
+     {"prod/web": ("10.1.0.1",), "prod/db": (), "other/api": ("10.9.0.1",)}),
+    ("modified", [WEB, DB], [event("MODIFIED", WEB2, "11")],
+     {"prod/web": ("10.1.0.2",), "prod/db": ()}),
+    ("deleted", [WEB, DB], [event("DELETED", DB, "11")], {"prod/web": ("10.1.0.1",)}),
+    ("deleted-invalid-version", [WEB, DB], [event("DELETED", WEB_BAD, "11")], {"prod/db": ()}),
+    ("added-then-deleted", [], [event("ADDED", WEB, "11"), event("DELETED", WEB, "12")], {}),
+    ("deleted-unknown", [WEB], [event("DELETED", API, "11")], {"prod/web": ("10.1.0.1",)}),
+    ("bookmark-only", [WEB], [bookmark("50")], {"prod/web": ("10.1.0.1",)}),
+    ("invalid-modification-keeps-last-valid", [WEB],
+     [event("MODIFIED", WEB_BAD, "11")], {"prod/web": ("10.1.0.1",)}),
+    ("invalid-new-object-skipped", [WEB], [event("ADDED", BAD_NEW, "11"),
+                                           event("ADDED", API, "12")],
+     {"prod/web": ("10.1.0.1",), "other/api": ("10.9.0.1",)}),
+    ("valid-again", [WEB], [event("MODIFIED", WEB_BAD, "11"), event("MODIFIED", WEB2, "12")],
+     {"prod/web": ("10.1.0.2",)}),
+]
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("listed", "events", "expected"),
+                         [(li, ev, ex) for _, li, ev, ex in WATCH_IMPORTS],
+                         ids=[i for i, _, _, _ in WATCH_IMPORTS])
+def test_watch_events_reach_the_cache(sleeps: list[float], listed: list[dict[str, Any]],
+                                      events: list[dict[str, Any]],
+                                      expected: dict[str, tuple[str, ...]]) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(*listed, rv="10")]
+    run.client.streams[run.path] = [events]  # then the stream ends: resumed, no relist
+    run.run()
+    assert run.imports() == expected
+    assert len(run.client.gets) == 1
+    invalid = [e for e in events if e["type"] in ("ADDED", "MODIFIED")
+               and e["object"]["spec"]["type"] == "Bogus"]
+    assert run.invalid == ["ServiceImport"] * len(invalid)  # each counted once
+    last_rv = events[-1]["object"]["metadata"]["resourceVersion"] if events else "10"
+    assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", last_rv]
+    assert sleeps == []  # a stream that ends is resumed at once
+
+
+@pytest.mark.timeout(10)
+def test_watch_answers_dns(sleeps: list[float]) -> None:
+    run = slices_run()
+    handler = Handler(run.cache.zone)
+    run.cache.apply([("import", ("prod", "db"), convert.service_import(DB)),
+                     ("synced", None, True)])
+    run.client.lists[run.path] = [page(DB_EAST, rv="10")]
+    run.client.streams[run.path] = [[event("MODIFIED", DB_EAST2, "11"),
+                                     event("ADDED", DB_WEST, "12")]]
+    run.run()
+    reply = ask(handler, query(f"db.prod.svc.{ZONE}.", "A"))
+    assert [line.split()[-1] for line in reply.answer] == ["10.2.0.9", "10.3.0.1"]
+
+
+@pytest.mark.timeout(10)
+def test_invalid_slice_event_keeps_last_valid_version(sleeps: list[float]) -> None:
+    run = slices_run()
+    run.client.lists[run.path] = [page(DB_EAST, rv="10")]
+    run.client.streams[run.path] = [[event("MODIFIED", SLICE_BAD, "11")]]
+    run.run()
+    assert run.slices() == {"prod/db-east": ("10.2.0.1",)}
+    assert run.invalid == ["EndpointSlice"]
+    assert run.client.watch_params(run.path)[-1]["resourceVersion"] == "11"
+
+
+@pytest.mark.timeout(10)
+def test_bookmark_sets_the_next_resource_version(sleeps: list[float]) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, rv="10")]
+    run.client.streams[run.path] = [
+        [event("ADDED", DB, "11"), bookmark("20")],
+        [bookmark("25"), bookmark("30")],
+    ]
+    run.run()
+    assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == \
+        ["10", "20", "30"]
+    assert len(run.client.gets) == 1
+    assert sorted(run.imports()) == ["prod/db", "prod/web"]
+
+
+# -- 410 Gone: list again ---------------------------------------------------------------------
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("how", ["error-event", "api-error-on-watch"])
+def test_gone_relists_and_deletes_what_vanished(sleeps: list[float], how: str) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"),
+                                  page(WEB2, rv="30")]  # DB and API went meanwhile
+    gone: Any = error_event(410) if how == "error-event" else ApiError(410, "Gone")
+    run.client.streams[run.path] = [[event("ADDED", API, "11"), gone]]
+    run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.2",)}
+    assert len(run.client.get_params(run.path)) == 2
+    assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", "30"]
+    assert run.listed == 1  # on_listed only the first time
+    assert run.reflector.known == {("prod", "web")}
+
+
+@pytest.mark.timeout(10)
+def test_relist_keeps_a_known_object_that_became_invalid(sleeps: list[float]) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB_BAD, rv="30")]
+    run.client.streams[run.path] = [[error_event(410)]]
+    run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}  # DB went, web kept its last state
+    assert run.invalid == ["ServiceImport"]
+
+
+@pytest.mark.timeout(10)
+def test_expired_continue_token_lists_from_the_start(sleeps: list[float]) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, rv="10", cont="c1"), ApiError(410, "Expired"),
+                                  page(DB, rv="40", cont="d1"), page(API, rv="40")]
+    run.run()
+    assert [p.get("continue") for p in run.client.get_params(run.path)] == \
+        [None, "c1", None, "d1"]
+    assert sorted(run.imports()) == ["other/api", "prod/db"]
+    assert run.client.watch_params(run.path)[0]["resourceVersion"] == "40"
+    assert len(sleeps) == 1
+
+
+# -- errors: back off, resume, keep serving ---------------------------------------------------
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("failure", [
+    KubeError("connection reset by peer"),
+    ApiError(500, "internal error"),
+    error_event(500, "etcd unavailable"),
+    ValueError("bad JSON"),
+], ids=["kube-error", "api-error", "error-event", "value-error"])
+def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10")]
+    run.client.streams[run.path] = [
+        [event("MODIFIED", WEB2, "11"), failure],
+        [event("ADDED", API, "12")],
+    ]
+    run.run()
+    assert len(run.client.gets) == 1  # no relist
+    watches = run.client.watches
+    assert [p["resourceVersion"] for _, p, _ in watches] == ["10", "11", "12"]
+    # the cache was not flushed while the API server was away
+    assert watches[1][2] == ([("prod", "db"), ("prod", "web")], [])
+    assert run.imports() == {"prod/web": ("10.1.0.2",), "prod/db": (),
+                             "other/api": ("10.9.0.1",)}
+    assert len(sleeps) == 1
+    assert watch.BACKOFF_FIRST / 2 <= sleeps[0] <= watch.BACKOFF_FIRST
+
+
+@pytest.mark.timeout(10)
+def test_backoff_grows_and_resets(sleeps: list[float]) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [KubeError("refused"), KubeError("refused"), page(WEB, rv="10")]
+    run.client.streams[run.path] = [
+        [KubeError("reset")], [KubeError("reset")], [KubeError("reset")],
+        [KubeError("reset")], [KubeError("reset")],
+        [event("ADDED", DB, "11"), KubeError("reset")],  # an event: the back-off starts over
+    ]
+    run.run()
+    first, cap = watch.BACKOFF_FIRST, watch.BACKOFF_CAP
+    windows = [min(first * 2**i, cap) for i in range(7)] + [first]
+    assert len(sleeps) == len(windows)
+    for delay, window in zip(sleeps, windows, strict=True):
+        assert window / 2 <= delay <= window
+    assert sorted(run.imports()) == ["prod/db", "prod/web"]
+    assert run.client.watch_params(run.path)[-1]["resourceVersion"] == "11"
+
+
+@pytest.mark.timeout(10)
+def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), KubeError("down"), page(WEB, rv="20")]
+    run.client.streams[run.path] = [[error_event(410)]]
+    states: list[Any] = []
+    original = run.client.get
+
+    async def get(path: str, params: Mapping[str, Any] | None = None,
+                  timeout: float = 30) -> Any:
+        states.append(sorted(run.cache.imports))
+        return await original(path, params, timeout)
+
+    run.client.get = get  # type: ignore[method-assign]
+    run.run()
+    assert states[2] == [("prod", "db"), ("prod", "web")]  # still served during the outage
+    assert sorted(run.imports()) == ["prod/web"]
+    assert len(sleeps) == 1
+
+
+# -- KubeSource -------------------------------------------------------------------------------
+
+class Gate:
+    """A list answer held back until the test opens the gate."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.open = asyncio.Event()
+        self.answer = answer
+        self.waiting = False
+
+    async def __call__(self) -> dict[str, Any]:
+        self.waiting = True
+        await self.open.wait()
+        return self.answer
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("namespaces", "held"), [
+    ((), IMPORTS_PATH),
+    ((), SLICES_PATH),
+    (("prod", "other"), f"/apis/{GV}/namespaces/other/serviceimports"),
+    (("prod", "other"), "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
+], ids=["imports-late", "slices-late", "ns-imports-late", "ns-slices-late"])
+def test_synced_only_after_every_reflector_listed(sleeps: list[float],
+                                                  namespaces: tuple[str, ...],
+                                                  held: str) -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    handler = Handler(cache.zone)
+    synced_ops: list[Op] = []
+    client = FakeClient()
+    if namespaces:
+        paths = [f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices" for ns in namespaces]
+        paths += [f"/apis/{GV}/namespaces/{ns}/serviceimports" for ns in namespaces]
+    else:
+        paths = [SLICES_PATH, IMPORTS_PATH]
+    gate = Gate(page(rv="5"))
+    for path in paths:
+        client.lists[path] = [gate if path == held else page(rv="5")]
+
+    def apply(ops: list[Op]) -> None:
+        synced_ops.extend(op for op in ops if op[0] == "synced")
+        cache.apply(ops)
+
+    config = Config(serviceimport_apis=(GV,), namespaces=namespaces)
+    source = watch.KubeSource(config, apply, lambda kind: None, client)
+
+    async def main() -> None:
+        task = asyncio.create_task(source.run())
+        try:
+            others = [p for p in paths if p != held]
+            await until(lambda: gate.waiting and all(p in client.hanging for p in others), task)
+            assert not cache.zone.synced
+            assert synced_ops == []
+            reply = ask(handler, query(f"nothere.prod.svc.{ZONE}.", "A"))
+            assert reply.rcode == 2  # SERVFAIL
+            gate.open.set()
+            await until(lambda: held in client.hanging, task)
+            assert cache.zone.synced
+            assert synced_ops == [("synced", None, True)]
+            assert ask(handler, query(f"nothere.prod.svc.{ZONE}.", "A")).rcode == 3
+        finally:
+            await stop(task)
+
+    asyncio.run(main())
+    assert sorted(path for path, _ in client.gets) == sorted(paths)
+
+
+@pytest.mark.timeout(10)
+def test_discovery_picks_the_preferred_version(sleeps: list[float]) -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient()
+    alpha = "multicluster.x-k8s.io/v1alpha1"
+    client.lists["/apis/multicluster.x-k8s.io"] = [
+        KubeError("no route"),
+        {"kind": "APIGroup", "name": "multicluster.x-k8s.io",
+         "versions": [{"groupVersion": alpha, "version": "v1alpha1"},
+                      {"groupVersion": GV, "version": "v1beta1"}],
+         "preferredVersion": {"groupVersion": alpha, "version": "v1alpha1"}},
+    ]
+    client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports", "serviceexports")]
+    client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB, rv="7")]
+    client.lists[SLICES_PATH] = [page(rv="7")]
+    source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
+
+    async def main() -> None:
+        task = asyncio.create_task(source.run())
+        try:
+            await until(lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging,
+                        task)
+        finally:
+            await stop(task)
+
+    asyncio.run(main())
+    assert cache.zone.synced
+    assert sorted(cache.imports) == [("prod", "web")]
+    assert len(sleeps) == 1  # the discovery error was retried after a back-off
+
+
+def resource_list(*plurals: str) -> dict[str, Any]:
+    return {"kind": "APIResourceList", "resources": [{"name": p} for p in plurals]}
+
+
+def test_discovery_skips_a_preferred_version_without_serviceimports(
+        sleeps: list[float]) -> None:
+    """mcs-api v0.5.0's ServiceExport CRD keeps v1beta1 of the group served (and preferred)
+    beside a v0.4.1 ServiceImport CRD that only has v1alpha1."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient()
+    alpha = "multicluster.x-k8s.io/v1alpha1"
+    client.lists["/apis/multicluster.x-k8s.io"] = [
+        {"kind": "APIGroup", "name": "multicluster.x-k8s.io",
+         "versions": [{"groupVersion": GV, "version": "v1beta1"},
+                      {"groupVersion": alpha, "version": "v1alpha1"}],
+         "preferredVersion": {"groupVersion": GV, "version": "v1beta1"}},
+    ]
+    client.lists[f"/apis/{GV}"] = [resource_list("serviceexports", "serviceexports/status")]
+    client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports")]
+    client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB, rv="7")]
+    client.lists[SLICES_PATH] = [page(rv="7")]
+    source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
+
+    async def main() -> None:
+        task = asyncio.create_task(source.run())
+        try:
+            await until(lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging,
+                        task)
+        finally:
+            await stop(task)
+
+    asyncio.run(main())
+    assert sorted(cache.imports) == [("prod", "web")]
+    assert f"/apis/{GV}/serviceimports" not in [path for path, _ in client.gets]
+
+
+def test_a_discovered_version_that_stops_being_served_is_discovered_again(
+        sleeps: list[float]) -> None:
+    """A CRD upgrade drops v1beta1: the watch gets 404, discovery finds v1alpha1, and
+    the list through it removes what the old version had that the new one lacks."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient()
+    alpha = "multicluster.x-k8s.io/v1alpha1"
+
+    def group(*versions: str) -> dict[str, Any]:
+        return {"kind": "APIGroup", "name": "multicluster.x-k8s.io",
+                "versions": [{"groupVersion": v} for v in versions],
+                "preferredVersion": {"groupVersion": versions[0]}}
+
+    client.lists["/apis/multicluster.x-k8s.io"] = [group(GV, alpha), group(alpha)]
+    client.lists[f"/apis/{GV}"] = [resource_list("serviceimports")]
+    client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports")]
+    client.lists[IMPORTS_PATH] = [page(WEB, API, rv="7")]
+    client.streams[IMPORTS_PATH] = [[watch.ApiError(404, "the server could not find it")]]
+    client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB2, rv="9")]
+    client.lists[SLICES_PATH] = [page(rv="7")]
+    source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
+
+    async def main() -> None:
+        task = asyncio.create_task(source.run())
+        try:
+            await until(lambda: f"/apis/{alpha}/serviceimports" in client.hanging, task)
+        finally:
+            await stop(task)
+
+    asyncio.run(main())
+    assert sorted(cache.imports) == [("prod", "web")]  # other/api went with v1beta1
+    assert str(cache.imports[("prod", "web")].ips[0]) == "10.1.0.2"
+    assert cache.zone.synced
