@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 # | ("serve", None, None): for worker processes only, "start listening now".
 OpKind = Literal["import", "slice", "replace-imports", "replace-slices", "synced", "serve"]
 Op = tuple[OpKind, object, object]
+Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
 
 
 @dataclass(slots=True)
@@ -51,9 +52,9 @@ class Cache:
         self.imports: dict[ObjectKey, ServiceImport] = {}
         self.slices: dict[ObjectKey, EndpointSlice] = {}
         self._slices_of: dict[ObjectKey, dict[ObjectKey, EndpointSlice]] = {}
-        self._built: dict[ObjectKey, Built] = {}
+        self._built: dict[ObjectKey, Footprint] = {}
         self._ns_addresses = list(ns_addresses)
-        self._apex = Built()
+        self._apex: Footprint | None = None
         self._set_serial(int(time.time()))
 
     # -- applying changes ----------------------------------------------------------------
@@ -118,17 +119,18 @@ class Cache:
         built = Built()
         if imp is not None:
             built = self.builder.service(imp, self._slices_of.get(service, {}).values())
-        self._swap(self._built.pop(service, None), built)
-        if imp is not None:
-            self._built[service] = built
+        self._built[service] = self._swap(self._built.pop(service, None), built)
+        if imp is None:
+            del self._built[service]
 
-    def _swap(self, old: Built | None, new: Built) -> None:
+    def _swap(self, old: Footprint | None, new: Built) -> Footprint:
+        """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""
         answers, names = self.zone.answers, self.zone.names
         if old is not None:
-            for key in old.answers:
+            for key in old[0]:
                 if key not in new.answers:
                     del answers[key]
-            for name in old.names:
+            for name in old[1]:
                 count = names[name] - 1
                 if count:
                     names[name] = count
@@ -137,14 +139,15 @@ class Cache:
         answers.update(new.answers)
         for name in new.names:
             names[name] = names.get(name, 0) + 1
+        # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
+        return tuple(new.answers), tuple(new.names)
 
     def _set_serial(self, serial: int) -> None:
         serial &= 0xFFFFFFFF
         zone = self.zone
         zone.serial = serial
         apex = self.builder.apex(serial, self._ns_addresses)
-        self._swap(self._apex, apex)
-        self._apex = apex
+        self._apex = self._swap(self._apex, apex)
         zone.nxdomain = self.builder.negative(serial, wire.NXDOMAIN)
         zone.nodata = self.builder.negative(serial, wire.NOERROR)
 

@@ -84,5 +84,9 @@ class ZoneNames:
     def port_srv(self, service: Labels, port_name: str, protocol: str) -> Labels:
         return check((b"_" + port_name.encode("ascii"), b"_" + protocol.encode("ascii"), *service))
 
-    def endpoint(self, service: Labels, hostname: str, cluster: str) -> Labels:
-        return check((hostname.encode("ascii"), *split(cluster), *service))
+    def endpoint(self, service: Labels, hostname: str, cluster: Labels) -> Labels:
+        """``hostname`` and ``cluster`` were checked label by label on the way in."""
+        labels = (hostname.encode("ascii"), *cluster, *service)
+        if wire_length(labels) > MAX_NAME_WIRE:
+            raise NameError_(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
+        return labels

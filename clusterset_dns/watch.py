@@ -121,37 +121,40 @@ class Reflector:
             return None
 
     async def list(self) -> None:
-        items: list[Mapping[str, Any]] = []
         params: dict[str, Any] = {"limit": PAGE_SIZE}
         if self.resource.selector:
             params["labelSelector"] = self.resource.selector
+        ops: list[Op] = []
+        seen: set[ObjectKey] = set()
+        count = 0
         while True:
             page = await self.client.get(self.resource.path, params)
-            items.extend(page.get("items") or [])
+            # Convert page by page: only the cut-down models outlive a page, so the
+            # raw objects of a large list never all sit in memory at once.
+            for obj in page.get("items") or []:
+                count += 1
+                converted = self._convert(obj)
+                if converted is None:
+                    invalid_key = _safe_key(obj)
+                    if invalid_key is not None and invalid_key in self.known:
+                        seen.add(invalid_key)  # invalid now: keep serving its last valid state
+                    continue
+                key, model = converted
+                seen.add(key)
+                ops.append((self.resource.op_kind, key, model))  # type: ignore[arg-type]
             meta = page.get("metadata") or {}
             token = meta.get("continue")
+            del page
             if not token:
                 break
             params["continue"] = token
-        ops: list[Op] = []
-        seen: set[ObjectKey] = set()
-        for obj in items:
-            converted = self._convert(obj)
-            if converted is None:
-                invalid_key = _safe_key(obj)
-                if invalid_key is not None and invalid_key in self.known:
-                    seen.add(invalid_key)  # invalid now: keep serving its last valid state
-                continue
-            key, model = converted
-            seen.add(key)
-            ops.append((self.resource.op_kind, key, model))  # type: ignore[arg-type]
         for gone in self.known - seen:
             ops.append((self.resource.op_kind, gone, None))  # type: ignore[arg-type]
         self.known = seen
         self.resource_version = meta.get("resourceVersion")
         metrics.relists.labels(self.resource.op_kind).inc()
         self.apply(ops)
-        log.info("listed %d %s (resourceVersion %s)", len(items), self.resource.label,
+        log.info("listed %d %s (resourceVersion %s)", count, self.resource.label,
                  self.resource_version)
         if not self.listed:
             self.listed = True

@@ -105,12 +105,13 @@ ZONE_NAMES = [
      "_http._tcp.web.prod.svc.clusterset.local."),
     ("clusterset.local", lambda z: z.port_srv(z.service("prod", "web"), "dns", "udp"),
      "_dns._udp.web.prod.svc.clusterset.local."),
-    ("clusterset.local", lambda z: z.endpoint(z.service("prod", "db"), "db-0", "east"),
+    ("clusterset.local", lambda z: z.endpoint(z.service("prod", "db"), "db-0", names.split("east")),
      "db-0.east.db.prod.svc.clusterset.local."),
-    ("clusterset.local", lambda z: z.endpoint(z.service("prod", "db"), "db-0", "east.eu.example"),
+    ("clusterset.local",
+     lambda z: z.endpoint(z.service("prod", "db"), "db-0", names.split("east.eu.example")),
      "db-0.east.eu.example.db.prod.svc.clusterset.local."),
     ("clusterset.local",
-     lambda z: z.endpoint(z.service("prod", "db"), "10-1-2-3", "West.EU"),
+     lambda z: z.endpoint(z.service("prod", "db"), "10-1-2-3", names.split("West.EU")),
      "10-1-2-3.west.eu.db.prod.svc.clusterset.local."),
 ]
 
@@ -126,6 +127,6 @@ def test_zone_names_reject_names_too_long() -> None:
     zone = ZoneNames("clusterset.local")
     service = zone.service("prod", "web")
     with pytest.raises(names.NameError_):
-        zone.endpoint(service, "a" * 63, ".".join(["b" * 63] * 3))
+        zone.endpoint(service, "a" * 63, names.split(".".join(["b" * 63] * 3)))
     with pytest.raises(names.NameError_):
         zone.service("prod", "x" * 64)
