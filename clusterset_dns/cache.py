@@ -10,6 +10,8 @@ can be fanned out to worker processes.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import time
 from collections.abc import Iterable
@@ -31,13 +33,26 @@ Op = tuple[OpKind, object, object]
 Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
 
 
+BULK = 1000  # services rebuilt in one apply: a (re)list or a big file
+
+
+def release_memory() -> None:
+    """Hands the heap freed by a bulk load (raw JSON pages, old answers) back to the OS,
+    so the resident size reflects the data kept rather than the peak of a list."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 @dataclass(slots=True)
 class Zone:
     """What the handler reads. The dicts keep their identity for the process's life."""
 
     apex_wire: bytes
     answers: dict[bytes, wire.Answer] = field(default_factory=dict)
-    names: dict[bytes, int] = field(default_factory=dict)  # existing name -> reference count
+    # Names that exist without records (ENTs, ...) -> reference count; a name with
+    # records is known by its answers (records.has_records).
+    names: dict[bytes, int] = field(default_factory=dict)
+    any_answer: wire.Answer | None = None  # RFC 8482's HINFO, the same for every name
     nxdomain: wire.Answer | None = None
     nodata: wire.Answer | None = None
     synced: bool = False
@@ -48,7 +63,7 @@ class Zone:
 class Cache:
     def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = ()) -> None:
         self.builder = RecordBuilder(zone_names, ttl)
-        self.zone = Zone(apex_wire=to_wire(zone_names.apex))
+        self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
         self.imports: dict[ObjectKey, ServiceImport] = {}
         self.slices: dict[ObjectKey, EndpointSlice] = {}
         self._slices_of: dict[ObjectKey, dict[ObjectKey, EndpointSlice]] = {}
@@ -85,6 +100,8 @@ class Cache:
                 self._rebuild(service)
             self._set_serial(self.zone.serial + 1)
             self.zone.generation += 1
+            if len(dirty) >= BULK:
+                release_memory()
 
     def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey]) -> None:
         if self.imports.get(key) == obj:

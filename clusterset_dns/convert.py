@@ -11,6 +11,7 @@ only cost part of an object (one bad IP, one bad endpoint) are reported to the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from ipaddress import ip_address
 from typing import Any
@@ -170,7 +171,8 @@ def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
         addresses.append(ip)
     hostname = raw.get("hostname") or None
     if hostname is not None:
-        hostname = _dns_label(hostname, "hostname")
+        # StatefulSet hostnames repeat across services (web-0, web-1, ...): share them.
+        hostname = sys.intern(_dns_label(hostname, "hostname"))
     return Endpoint(addresses=tuple(addresses), hostname=hostname) if addresses else None
 
 

@@ -14,6 +14,7 @@ import struct
 
 from clusterset_dns import wire
 from clusterset_dns.cache import Zone
+from clusterset_dns.records import has_records
 from clusterset_dns.wire import AA, QR, TC, Answer
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"
@@ -139,8 +140,11 @@ class Handler:
         zone = self.zone
         ans = self.answers.get(question.lower())
         if ans is None:
-            if name in zone.names:
-                ans = zone.nodata
+            if has_records(self.answers, name):
+                # RFC 8482: ANY gets one synthesized record, never the whole node.
+                ans = zone.any_answer if qtype == wire.ANY else zone.nodata
+            elif name in zone.names:
+                ans = zone.nodata  # an empty non-terminal: no records, not even for ANY
             elif self._in_zone(name, labels_at):
                 if not zone.synced:
                     return self._error(data[:2], request_bits, wire.SERVFAIL, question, edns)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from clusterset_dns import names, wire
 from clusterset_dns.model import IP, EndpointSlice, Port, ServiceImport, ServiceType
 from clusterset_dns.names import Labels, ZoneNames
-from clusterset_dns.wire import ANY, HINFO, SRV, Encoder, question_key
+from clusterset_dns.wire import HINFO, SRV, Encoder, question_key
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,29 @@ HINFO_RFC8482 = (b"RFC8482", b"")
 _QTYPE_CLASS = {t: struct.pack("!HH", t, wire.CLASS_IN) for t in (wire.A, wire.AAAA)}
 
 
+# Every type a name can have records of here, as key suffixes (type, class IN).
+TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
+                      for t in (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.SOA, wire.NS))
+
+
 @dataclass(slots=True)
 class Built:
     """What one service (or the apex) puts into the zone."""
 
     answers: dict[bytes, wire.Answer] = field(default_factory=dict)
-    names: set[bytes] = field(default_factory=set)  # wire names that exist (owners + ENTs)
+    # Names that exist without records of their own (empty non-terminals, an import
+    # with no address). A name with records is known by its answers instead, so the
+    # zone keeps no second entry for it (see has_records).
+    names: set[bytes] = field(default_factory=set)
+
+    def prune(self) -> Built:
+        self.names = {name for name in self.names if not has_records(self.answers, name)}
+        return self
+
+
+def has_records(answers: dict[bytes, wire.Answer], name: bytes) -> bool:
+    """Whether the wire name ``name`` owns records of any type."""
+    return any(name + suffix in answers for suffix in TYPE_SUFFIXES)
 
 
 def _sorted_ips(ips: Iterable[IP]) -> list[IP]:
@@ -55,7 +72,7 @@ class RecordBuilder:
         enc = Encoder(zone.apex)
         enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
         shared = enc.finish()
-        self._any_answer = wire.Answer(shared.heads, shared.body,
+        self.any_answer = wire.Answer(shared.heads, shared.body,
                                        12 + names.MAX_NAME_WIRE + 4 + len(shared.body), 0)
         self._address_heads = {
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
@@ -71,9 +88,6 @@ class RecordBuilder:
         for label in owner[: len(owner) - len(self.zone.apex)]:
             out.names.add(name[offset:])
             offset += len(label) + 1
-
-    def _any(self, owner: Labels) -> wire.Answer:
-        return self._any_answer
 
     def _addresses(self, out: Built, owner: Labels, ips: list[IP]) -> None:
         """A and AAAA answers for ``owner`` (an absent family is NODATA).
@@ -120,7 +134,6 @@ class RecordBuilder:
         for owner, targets in named.items():
             self._srv(out, owner, list(targets), glue)
             self._exists(out, owner)
-            out.answers[question_key(owner, ANY)] = self._any(owner)
 
     # -- services --------------------------------------------------------------------
 
@@ -132,15 +145,13 @@ class RecordBuilder:
             self._cluster_set_ip(out, svc, imp)
         else:
             self._headless(out, svc, list(slices))
-        return out
+        return out.prune()
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
         ips = _sorted_ips(imp.ips)
         self._exists(out, svc)
         self._addresses(out, svc, ips)
         self._srv_sets(out, svc, [(svc, port) for port in imp.ports], {svc: ips})
-        if out.answers:
-            out.answers[question_key(svc, ANY)] = self._any(svc)
 
     def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice]) -> None:
         every: list[IP] = []
@@ -173,10 +184,8 @@ class RecordBuilder:
         for owner, ips in sorted(glue.items()):
             self._exists(out, owner)
             self._addresses(out, owner, ips)
-            out.answers[question_key(owner, ANY)] = self._any(owner)
         srv_records.sort(key=lambda r: (r[1].port, r[1].protocol, r[1].name, r[0]))
         self._srv_sets(out, svc, srv_records, glue)
-        out.answers[question_key(svc, ANY)] = self._any(svc)
 
     # -- the zone's own records --------------------------------------------------------
 
@@ -193,17 +202,14 @@ class RecordBuilder:
         for ip in _sorted_ips(ns_addresses):
             enc.address(2, zone.ns, self.ttl, ip.packed)
         out.answers[question_key(zone.apex, wire.NS)] = enc.finish()
-        out.answers[question_key(zone.apex, ANY)] = self._any(zone.apex)
         enc = Encoder(zone.dns_version)
         enc.text(0, zone.dns_version, wire.TXT, SCHEMA_VERSION_TTL, (SCHEMA_VERSION,))
         out.answers[question_key(zone.dns_version, wire.TXT)] = enc.finish()
-        out.answers[question_key(zone.dns_version, ANY)] = self._any(zone.dns_version)
         self._exists(out, zone.dns_version)
         if ns_addresses:
             self._exists(out, zone.ns)
             self._addresses(out, zone.ns, _sorted_ips(ns_addresses))
-            out.answers[question_key(zone.ns, ANY)] = self._any(zone.ns)
-        return out
+        return out.prune()
 
     def _soa(self, enc: Encoder, section: int, serial: int) -> None:
         zone = self.zone

@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "convert": {"model", "names"},
     "records": {"model", "names", "wire"},
     "cache": {"model", "names", "records", "wire"},
-    "handler": {"cache", "wire"},
+    "handler": {"cache", "records", "wire"},
     "server": set(),
     "logs": set(),
     "health": {"config"},
