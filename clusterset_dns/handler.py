@@ -23,9 +23,9 @@ _OPT_HEAD = b"\x00\x00\x29"
 _NO_RDATA = b"\x00\x00"
 _HEADER = struct.Struct("!HHHHH")
 _RR_HEAD = struct.Struct("!HHIH")
-_U16 = struct.Struct("!H")
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
 _TCP_MAX = 65535  # a TCP message's 2-byte length prefix; larger answers get TC
+_SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 
 
 class Stats:
@@ -55,28 +55,74 @@ class Handler:
 
     def handle(self, data: bytes, tcp: bool) -> bytes | None:
         """The response to ``data``, or None when nothing must be sent."""
-        if len(data) > 16 and not data[2] & 0xF8:  # a query (QR=0), opcode QUERY
+        size = len(data)
+        if size > 16 and not data[2] & 0xF8:  # a query (QR=0), opcode QUERY
             counts = data[4:12]
             if counts == _ONE_QUESTION:
-                ans = self.answers.get(data[12:].lower())
-                if ans is not None and ans.size <= (_TCP_MAX if tcp else 512):
-                    self.stats.rcodes[ans.rcode] += 1
-                    return (data[:2] + ans.heads[(data[2] & 1) | ((data[3] & 0x10) >> 3)]
-                            + data[12:] + ans.body)
-            elif (counts == _ONE_QUESTION_OPT and data[-11:-8] == _OPT_HEAD
-                    and data[-2:] == _NO_RDATA and data[-5] == 0):
-                ans = self.answers.get(data[12:-11].lower())
+                question = data[12:]
+                ans = self.answers.get(question.lower())
                 if ans is not None:
-                    limit = (data[-8] << 8) | data[-7]
-                    if ans.size + 11 <= (_TCP_MAX if tcp else max(512, min(limit, self.cap))):
+                    if ans.size <= (_TCP_MAX if tcp else 512):
+                        self.stats.rcodes[0] += 1
+                        return (data[:2] + ans.heads[(data[2] & 1) | ((data[3] & 0x10) >> 3)]
+                                + question + ans.body)
+                else:
+                    ans = self._negative(question)
+                    if ans is not None and ans.size + len(question) <= (
+                            _TCP_MAX if tcp else 512):
+                        self.stats.rcodes[ans.rcode] += 1
+                        return (data[:2] + ans.heads[(data[2] & 1) | ((data[3] & 0x10) >> 3)]
+                                + question + ans.body)
+            elif (counts == _ONE_QUESTION_OPT and data[size - 2] == 0 == data[size - 1]
+                    and data[size - 9] == 41 and data[size - 10] == 0 == data[size - 11]
+                    and data[size - 5] == 0):  # an option-less OPT of EDNS version 0
+                question = data[12 : size - 11]
+                ans = self.answers.get(question.lower())
+                if ans is None:
+                    ans = self._negative(question)
+                    extra = 11 + len(question)  # negative answers are sized without it
+                else:
+                    extra = 11
+                if ans is not None:
+                    limit = (data[size - 8] << 8) | data[size - 7]
+                    if ans.size + extra <= (_TCP_MAX if tcp else max(512, min(limit, self.cap))):
                         self.stats.rcodes[ans.rcode] += 1
                         return (data[:2] + ans.heads[4 | (data[2] & 1) | ((data[3] & 0x10) >> 3)]
-                                + data[12:-11] + ans.body + self._opt[data[-4] >> 7])
+                                + question + ans.body + self._opt[data[size - 4] >> 7])
         try:
             return self._slow(data, tcp)
         except Exception:  # a bug must cost one answer, never the server
             self.stats.dropped += 1
             return None
+
+    def _negative(self, question: bytes) -> Answer | None:
+        """NXDOMAIN or NODATA for a question that missed the answers, or None to let
+        the slow path decide (not a well-formed IN question, ANY, a transfer, outside
+        the zone, or not synced yet). Costs one walk over the labels."""
+        size = len(question)
+        root = size - 5  # where the name's terminating zero byte must be
+        if root < 0 or question[root] != 0 or question[size - 2 :] != b"\x00\x01":
+            return None  # malformed, or a class other than IN
+        if question[size - 4] == 0 and question[size - 3] in _SLOW_TYPES:
+            return None
+        offset, starts = 0, []
+        while offset < root:
+            length = question[offset]
+            if length == 0 or length > 63:
+                return None
+            starts.append(offset)
+            offset += length + 1
+        if offset != root or root >= 255:
+            return None
+        name = question[: root + 1].lower()
+        zone = self.zone
+        if has_records(self.answers, name) or name in zone.names:
+            return zone.nodata
+        apex = zone.apex_wire
+        boundary = len(name) - len(apex)
+        if zone.synced and name.endswith(apex) and (boundary in starts or boundary == root):
+            return zone.nxdomain
+        return None
 
     # -- everything else ------------------------------------------------------------------
 

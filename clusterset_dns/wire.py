@@ -155,7 +155,9 @@ class Encoder:
     def finish(self, rcode: int = NOERROR) -> Answer:
         an, ns, ar = self.counts
         body = bytes(self._buf)
-        return Answer(heads(rcode, an, ns, ar), body, self._base + len(body), rcode)
+        # Without a known question (negative answers), ``size`` leaves the question out.
+        size = (self._base if self._base >= 0 else 12) + len(body)
+        return Answer(heads(rcode, an, ns, ar), body, size, rcode)
 
 
 def question_key(labels: Labels, qtype: int) -> bytes:
