@@ -113,6 +113,24 @@ class ManifestSource:
             self.apply(ops)
         return bool(ops)
 
+    def pending(self) -> bool:
+        """Whether :meth:`collect` has anything to do: a walk and a stat per file, no
+        reading. Cheap enough for the event loop, which keeps the thread for parsing
+        only (a polling thread would take the GIL from the DNS path every poll)."""
+        if not self.path.exists():
+            return not self.synced and not self.errors
+        seen = 0
+        for path in find_files(self.path):
+            seen += 1
+            old = self.files.get(path)
+            try:
+                st = path.stat()
+            except OSError:
+                return True
+            if old is None or old.signature != (st.st_mtime_ns, st.st_size, st.st_ino):
+                return True
+        return seen != len(self.files) or not self.synced
+
     def collect(self) -> list[Op]:
         """Re-reads what changed; the ops that bring the cache up to date (may be empty).
 
@@ -172,9 +190,10 @@ class ManifestSource:
             try:
                 # Parsing a large file must not stall the DNS answers: read in a thread,
                 # apply on the loop (the cache is only ever touched from the loop).
-                ops = await asyncio.to_thread(self.collect)
-                if ops:
-                    self.apply(ops)
+                if self.pending():
+                    ops = await asyncio.to_thread(self.collect)
+                    if ops:
+                        self.apply(ops)
             except Exception:  # never let the source die: log and try again next poll
                 log.exception("reading %s failed", self.path)
             await asyncio.sleep(self.poll_interval)
