@@ -138,26 +138,15 @@ class Handler:
         request_bits = flags & (wire.RD | wire.CD)
         opcode_bits = flags & 0x7800
         qdcount, ancount, nscount, arcount = struct.unpack_from("!HHHH", data, 4)
+        found = self._question(data) if qdcount == 1 else None
         if opcode_bits:
-            return self._error(data[:2], opcode_bits | request_bits, wire.NOTIMP, b"")
-        if qdcount != 1:
+            # The question goes back too: a forwarder (CoreDNS) drops a reply without it.
+            return self._error(data[:2], opcode_bits | request_bits, wire.NOTIMP,
+                               found[0] if found else b"")
+        if found is None:
             return self._error(data[:2], request_bits, wire.FORMERR, b"")
-        # The question: labels, no compression (nothing before it to point at).
-        offset, labels_at = 12, []
-        while True:
-            if offset >= size:
-                return self._error(data[:2], request_bits, wire.FORMERR, b"")
-            length = data[offset]
-            if length == 0:
-                break
-            if length > 63 or offset + length + 1 > size:
-                return self._error(data[:2], request_bits, wire.FORMERR, b"")
-            labels_at.append(offset)
-            offset += length + 1
-        name_end = offset + 1
-        if name_end + 4 > size or name_end - 12 > 255:
-            return self._error(data[:2], request_bits, wire.FORMERR, b"")
-        question = data[12:name_end + 4]
+        question, labels_at = found
+        name_end = 12 + len(question) - 4
         qtype, qclass = struct.unpack_from("!HH", data, name_end)
         # The other sections: skip answers/authority, find one OPT in additional.
         offset = name_end + 4
@@ -199,6 +188,27 @@ class Handler:
                 return self._error(data[:2], request_bits, wire.REFUSED, question, edns)
             assert ans is not None
         return self._splice(data[:2], request_bits, question, ans, edns, limit)
+
+    @staticmethod
+    def _question(data: bytes) -> tuple[bytes, list[int]] | None:
+        """The question's bytes and its labels' offsets; None when it is malformed.
+        No compression: there is nothing before the question to point at."""
+        size = len(data)
+        offset, labels_at = 12, []
+        while True:
+            if offset >= size:
+                return None
+            length = data[offset]
+            if length == 0:
+                break
+            if length > 63 or offset + length + 1 > size:
+                return None
+            labels_at.append(offset)
+            offset += length + 1
+        name_end = offset + 1
+        if name_end + 4 > size or name_end - 12 > 255:
+            return None
+        return data[12 : name_end + 4], labels_at
 
     def _in_zone(self, name: bytes, labels_at: list[int]) -> bool:
         apex = self.zone.apex_wire

@@ -151,7 +151,14 @@ class RecordBuilder:
         ips = _sorted_ips(imp.ips)
         self._exists(out, svc)
         self._addresses(out, svc, ips)
-        self._srv_sets(out, svc, [(svc, port) for port in imp.ports], {svc: ips})
+        if ips:
+            self._srv_sets(out, svc, [(svc, port) for port in imp.ports], {svc: ips})
+        else:
+            # No usable IP: an SRV record would point at a target without addresses.
+            # The port names still exist (NODATA), as the import does.
+            for port in imp.ports:
+                if port.name:
+                    self._exists(out, self.zone.port_srv(svc, port.name, port.protocol))
 
     def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice]) -> None:
         every: list[IP] = []

@@ -1,0 +1,105 @@
+"""clusterset-dns next to CoreDNS v1.14.7's own ``multicluster`` answers, both
+watching one real kube-apiserver that holds the conformance objects.
+
+The comparison is ``bench/compare_coredns.py`` (imported, not run as a
+subprocess; ``python bench/compare_coredns.py`` writes the same table to
+docs/coredns-comparison.md). Every difference must be one of the documented
+ones of that module (``KNOWN_DIFFERENCES``, ``KNOWN_SUITE_DIFFERENCES``,
+``KNOWN_SUITE_FAILURES_BOTH``), each with its one-line reason, and every
+documented one must still occur.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pytest
+from peers import KubeAPI
+
+pytestmark = pytest.mark.coredns
+
+ZONE = "clusterset.local"
+
+
+@pytest.fixture(scope="module")
+def comparison(compare: ModuleType, kube_api: KubeAPI) -> Any:
+    return compare.run_comparison(api=kube_api)
+
+
+def row_text(row: Any) -> str:
+    return f"| `{row.case.id}` | {row.ours.brief(100)} | {row.coredns.brief(100)} |"
+
+
+def test_every_answer_difference_is_documented(compare: ModuleType, comparison: Any) -> None:
+    bad = compare.unexplained_rows(comparison.all_rows)
+    assert not bad, (
+        "differences from CoreDNS not in KNOWN_DIFFERENCES (bench/compare_coredns.py); "
+        "decide from SPEC.md whether ours is wrong or document the deviation:\n"
+        "| case | clusterset-dns | CoreDNS |\n" + "\n".join(row_text(r) for r in bad))
+
+
+def test_every_documented_answer_difference_still_occurs(compare: ModuleType,
+                                                          comparison: Any) -> None:
+    stale = compare.unused_known(comparison.all_rows)
+    assert not stale, "KNOWN_DIFFERENCES entries that match no differing row:\n" + "\n".join(
+        f"{k.patterns}: {k.reason}" for k in stale)
+
+
+def test_the_comparison_covers_the_objects(comparison: Any) -> None:
+    """Sanity: both servers answered the bulk of the questions the same way, and the
+    mcs-api conformance DNS cases (objects/core) identically."""
+    rows = {r.case.id: r for r in comparison.rows}
+    same = sum(r.same for r in comparison.rows)
+    assert len(rows) > 200 and same > len(rows) * 0.7, f"{same} of {len(rows)} the same"
+    for qname, rdtype in [
+        (f"hello.conf.svc.{ZONE}.", "A"), (f"hello.conf.svc.{ZONE}.", "AAAA"),
+        (f"db.conf.svc.{ZONE}.", "A"), (f"db-0.east.db.conf.svc.{ZONE}.", "A"),
+        (f"db-1.east.db.conf.svc.{ZONE}.", "A"), (f"10-2-0-1.west.db.conf.svc.{ZONE}.", "A"),
+        (f"10-2-0-2.west.db.conf.svc.{ZONE}.", "A"), (f"10-2-0-4.west.db.conf.svc.{ZONE}.", "A"),
+        (f"big.bulk.svc.{ZONE}.", "AAAA"), (f"{ZONE}.", "SOA"),
+        (f"nosuch.conf.svc.{ZONE}.", "A"),
+    ]:
+        row = rows[f"{qname} {rdtype}"]
+        assert row.same and row.ours.rcode != "TIMEOUT", row_text(row)
+
+
+def test_objects_only_our_file_source_reads_are_the_v1alpha2_layouts(comparison: Any) -> None:
+    skipped = sorted(o for o, _why in comparison.loaded.skipped)
+    assert skipped == sorted(
+        f"multicluster.x-k8s.io/v1alpha2 ServiceImport ext/{n}"
+        for n in ("root", "status", "root-hl", "status-hl")), skipped
+
+
+def test_before_the_first_sync_both_answer_servfail_for_service_names(comparison: Any) -> None:
+    rows = {r.case.id: r for r in comparison.unsynced_rows}
+    for name in (f"hello.conf.svc.{ZONE}. A", f"nosuch.conf.svc.{ZONE}. A"):
+        assert rows[name].ours.rcode == rows[name].coredns.rcode == "SERVFAIL", row_text(
+            rows[name])
+    assert rows[f"{ZONE}. SOA"].same, row_text(rows[f"{ZONE}. SOA"])
+
+
+def test_conformance_suite_differences_are_documented(compare: ModuleType,
+                                                      comparison: Any) -> None:
+    ours, core = comparison.suites["ours"], comparison.suites["coredns"]
+    assert ours.outcomes and core.outcomes, "no conformance results"
+    assert set(ours.outcomes) == set(core.outcomes)
+    bad = compare.unexplained_suite_differences(ours, core)
+    assert not bad, "conformance tests without a documented reason:\n" + "\n".join(
+        f"{t}: {why}\n    {(core.messages.get(t) or ours.messages.get(t) or '')[:600]}"
+        for t, why in bad.items())
+    differing = compare.suite_differences(ours, core)
+    stale = compare.stale_patterns(differing, compare.KNOWN_SUITE_DIFFERENCES)
+    stale += compare.stale_patterns(compare.failing_on_both(ours, core),
+                                    compare.KNOWN_SUITE_FAILURES_BOTH)
+    assert not stale, f"documented suite differences that no longer occur: {stale}"
+
+
+def test_our_only_conformance_failures_are_objects_the_api_server_cannot_hold(
+        compare: ModuleType, comparison: Any) -> None:
+    ours = comparison.suites["ours"]
+    failed = [t for t, o in ours.outcomes.items() if o in ("failed", "error")]
+    unexpected = [t for t in failed
+                  if compare.reason_for(t, compare.KNOWN_SUITE_FAILURES_BOTH) is None]
+    assert not unexpected, "\n".join(f"{t}\n{ours.messages.get(t, '')[:2000]}"
+                                     for t in unexpected)
