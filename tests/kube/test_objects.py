@@ -137,3 +137,37 @@ def test_namespace_filter(api: KubeAPI, namespace: str,
     api.apply(service_import("svc", namespace, ips=["10.60.0.1"]))
     expect(server, mine, "A", "NOERROR", a(mine, "10.60.0.1"))
     expect(server, theirs, "A", "NXDOMAIN", [])
+
+
+def _watchers(api: KubeAPI, resource: str) -> float:
+    """The API server's own count of open WATCH requests on ``resource``."""
+    text = api.request("GET", "/metrics")
+    total = 0.0
+    for line in str(text).splitlines():
+        if (line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line
+                and f'resource="{resource}"' in line):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_workers_share_one_watch_and_all_get_updates(
+        api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    before = {r: _watchers(api, r) for r in ("serviceimports", "endpointslices")}
+    server = server_for("--workers", "2").start()
+    server.wait_ready()
+    web = fqdn("web", namespace)
+    api.apply(service_import("web", namespace, ips=["10.90.0.1"]))
+    expect(server, web, "A", "NOERROR", a(web, "10.90.0.1"))
+    # One watch per resource, whatever the number of workers.
+    wait_for(lambda: all(_watchers(api, r) == before[r] + 1 for r in before), 10,
+             "one WATCH per resource")
+    api.apply(service_import("web", namespace, ips=["10.90.0.2"]))
+    expect(server, web, "A", "NOERROR", a(web, "10.90.0.2"))
+    # SO_REUSEPORT spreads client sockets over the workers by their source port:
+    # every fresh socket must see the update, whichever worker answers it.
+    counted = server.metric("clusterset_dns_responses_total", rcode="NOERROR")
+    for _ in range(40):
+        assert server.answers(web, "A") == ("NOERROR", set(a(web, "10.90.0.2")))
+    # /metrics (served by the first process) adds up every worker's answers.
+    wait_for(lambda: server.metric("clusterset_dns_responses_total", rcode="NOERROR")
+             >= counted + 40, 10, "both workers' answers in /metrics")
