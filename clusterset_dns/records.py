@@ -66,6 +66,7 @@ class RecordBuilder:
     def __init__(self, zone: ZoneNames, ttl: int) -> None:
         self.zone = zone
         self.ttl = ttl
+        self._wires: dict[Labels, bytes] = {}
         # The RFC 8482 answer does not depend on the name (its owner is a pointer to
         # the question), so one object serves every name. Its size is taken for the
         # longest possible question, which still fits any UDP answer.
@@ -83,7 +84,7 @@ class RecordBuilder:
 
     def _exists(self, out: Built, owner: Labels) -> None:
         """Marks the owner and every name between it and the apex as existing."""
-        name = names.to_wire(owner)
+        name = self._wire(owner)
         offset = 0
         for label in owner[: len(owner) - len(self.zone.apex)]:
             out.names.add(name[offset:])
@@ -94,7 +95,7 @@ class RecordBuilder:
 
         Every record's owner is the question itself (``C0 0C``), so the body is
         joined directly: this runs once per endpoint name, the bulk of a large zone."""
-        key = names.to_wire(owner)
+        key = self._wire(owner)
         question_size = 12 + len(key) + 4
         for version, rtype in ((4, wire.A), (6, wire.AAAA)):
             family = [ip.packed for ip in ips if ip.version == version]
@@ -110,7 +111,7 @@ class RecordBuilder:
         enc = Encoder(owner)
         weight = srv_weight(len(targets))
         for target, port in targets:
-            enc.srv(0, owner, self.ttl, weight, port, target)
+            enc.srv(0, owner, self.ttl, weight, port, target, self._wire(target))
         seen: set[Labels] = set()
         for target, _ in targets:
             if target not in seen:
@@ -137,7 +138,21 @@ class RecordBuilder:
 
     # -- services --------------------------------------------------------------------
 
+    def _wire(self, labels: Labels) -> bytes:
+        """``to_wire``, remembered for the service being built: an endpoint name is
+        needed for its key, its ENTs and every SRV record and glue that names it."""
+        found = self._wires.get(labels)
+        if found is None:
+            self._wires[labels] = found = names.to_wire(labels)
+        return found
+
     def service(self, imp: ServiceImport, slices: Iterable[EndpointSlice]) -> Built:
+        try:
+            return self._service(imp, slices)
+        finally:
+            self._wires.clear()
+
+    def _service(self, imp: ServiceImport, slices: Iterable[EndpointSlice]) -> Built:
         out = Built()
         svc = self.zone.service(imp.namespace, imp.name)
         self._exists(out, svc[1:])  # <ns>.svc.<zone> exists while any import does

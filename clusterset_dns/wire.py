@@ -124,11 +124,16 @@ class Encoder:
         self._buf += packed
 
     def srv(self, section: int, owner: Labels, ttl: int, weight: int, port: int,
-            target: Labels) -> None:
-        # RFC 2782: the target is never compressed, so the length is known up front.
-        self._rr(section, owner, SRV, ttl, 6 + sum(len(label) + 1 for label in target) + 1)
+            target: Labels, target_wire: bytes) -> None:
+        """``target_wire`` is ``to_wire(target)``, computed once by the caller."""
+        # RFC 2782: the target is never compressed, so it is copied whole. Only the full
+        # name is remembered for compression: the glue records after it are owned by it.
+        self._rr(section, owner, SRV, ttl, 6 + len(target_wire))
         self._buf += _SRV_FIXED.pack(0, weight, port)
-        self.name(target, compress=False)
+        offset = self._base + len(self._buf)
+        if target not in self._ptrs and self._base >= 0 and offset < 0x3FFF:
+            self._ptrs[target] = offset
+        self._buf += target_wire
 
     def ns(self, section: int, owner: Labels, ttl: int, target: Labels) -> None:
         at = self._rr(section, owner, NS, ttl)
