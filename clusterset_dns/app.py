@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import signal
 import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -18,10 +17,8 @@ from typing import Any
 from clusterset_dns import convert, logs, metrics, workers
 from clusterset_dns.cache import Cache, Op
 from clusterset_dns.config import Config, HostPort
-from clusterset_dns.handler import Handler
 from clusterset_dns.health import HTTPEndpoints, Route
 from clusterset_dns.manifests import ManifestSource
-from clusterset_dns.names import ZoneNames
 from clusterset_dns.server import DNSServer
 
 log = logging.getLogger(__name__)
@@ -60,13 +57,7 @@ def make_source(config: Config,
 
 
 async def serve(config: Config, children: list[workers.Worker]) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-
-    cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses)
-    handler = Handler(cache.zone, config.edns_udp_size)
+    stop, cache, handler = workers.process_state(config)
     metrics.registry.register(metrics.ServerCollector(
         cache, handler.stats, lambda: [child.stats for child in children]))
     for child in children:

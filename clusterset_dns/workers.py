@@ -98,14 +98,20 @@ def spawn(config: Config, count: int, child_main: Callable[[socket.socket], int]
     return workers
 
 
-async def worker_main(config: Config, sock: socket.socket) -> int:
-    """A child: apply the parent's ops, serve DNS once told to, report counters."""
+def process_state(config: Config) -> tuple[asyncio.Event, Cache, Handler]:
+    """What every serving process starts with, parent or worker: an event set by
+    SIGTERM/SIGINT, an empty cache and the handler reading it."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses)
-    handler = Handler(cache.zone, config.edns_udp_size)
+    return stop, cache, Handler(cache.zone, config.edns_udp_size)
+
+
+async def worker_main(config: Config, sock: socket.socket) -> int:
+    """A child: apply the parent's ops, serve DNS once told to, report counters."""
+    stop, cache, handler = process_state(config)
     server = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
                        reuse_port=True)
     reader, writer = await asyncio.open_unix_connection(sock=sock)

@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "kube": set(),
     "watch": {"cache", "config", "convert", "kube", "metrics", "model"},
     "workers": {"cache", "config", "handler", "names", "server"},
-    "app": {"cache", "config", "convert", "handler", "health", "logs", "manifests", "metrics",
+    "app": {"cache", "config", "convert", "health", "logs", "manifests", "metrics",
             "names", "server", "watch", "workers"},
     "cli": {"__version__", "app", "config", "dump", "server"},
 }
