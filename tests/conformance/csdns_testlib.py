@@ -19,12 +19,9 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import struct
 import subprocess
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+from dnsserver import ServerProcess as _ServerBase
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
@@ -368,62 +367,24 @@ def http_status(url: str, timeout: float = 1.0) -> int | None:
         return None
 
 
-class ServerProcess:
-    """``python -m clusterset_dns serve`` on free 127.0.0.1 ports."""
+class ServerProcess(_ServerBase):
+    """``python -m clusterset_dns serve --manifests PATH`` on free 127.0.0.1 ports: the
+    shared harness of tests/support/dnsserver.py, with this suite's conveniences."""
 
     def __init__(self, manifests: Path | str, extra_args: Sequence[str] = ()) -> None:
         self.manifests = str(manifests)
         self.extra_args = list(extra_args)
-        self.host = "127.0.0.1"
-        self.port = free_port()
-        self.ready_port = free_port()
-        while self.ready_port == self.port:
-            self.ready_port = free_port()
-        self._logdir = tempfile.mkdtemp(prefix="csdns-conf-log-")
-        self.log_path = Path(self._logdir) / "server.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.cmd = [
-            sys.executable,
-            "-m",
-            "clusterset_dns",
-            "serve",
-            "--manifests",
-            self.manifests,
-            "--listen",
-            f"{self.host}:{self.port}",
-            "--health-listen",
-            "off",
-            "--ready-listen",
-            f"127.0.0.1:{self.ready_port}",
-            "--metrics-listen",
-            "off",
-            *self.extra_args,
-        ]
+        super().__init__("--manifests", self.manifests, *self.extra_args)
 
     @property
     def ready_url(self) -> str:
         return f"http://127.0.0.1:{self.ready_port}/ready"
 
-    def start(self) -> ServerProcess:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = str(REPO_ROOT) + (
-            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
-        )
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            self.cmd,
-            cwd=str(REPO_ROOT),
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return self
-
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def ready_status(self) -> int | None:
+        """The /ready status, or None when nothing answers (also after an exit)."""
         return http_status(self.ready_url)
 
     def wait_listening(self, timeout: float = 30.0) -> None:
@@ -453,28 +414,11 @@ class ServerProcess:
             time.sleep(0.1)
         raise RuntimeError(self._failure(f"/ready not 200 after {timeout}s (last: {last})"))
 
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return "<no log>"
-
     def _failure(self, what: str) -> str:
         rc = self.proc.poll() if self.proc else None
         return f"{what} (exit code {rc})\n$ {shlex.join(self.cmd)}\n--- server log ---\n" + (
             self.log_text()
         )
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if getattr(self, "_log", None) is not None:
-            self._log.close()
 
 
 @dataclass

@@ -33,7 +33,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 from conformance.csdns_testlib import DigResult, parse_dig
-from dnsserver import ServerProcess, wait_for
+from dnsserver import ServerProcess, metric_sum, wait_for
 from peers import CoreDNS, free_port
 
 pytestmark = pytest.mark.coredns
@@ -134,19 +134,6 @@ def forward_corefile(target_port: int, *, cache: bool, forward_opts: str = "",
 def scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=2) as r:
         return str(r.read().decode())
-
-
-def metric_sum(text: str, name: str, **labels: str) -> float:
-    """Sum of the samples of ``name`` (Prometheus text) whose labels include ``labels``."""
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(m.group(3))
-    return total
 
 
 def metric_names(text: str) -> set[str]:

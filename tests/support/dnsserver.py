@@ -43,6 +43,19 @@ def wait_for(probe: Callable[[], T], timeout: float, what: str, interval: float 
     return last
 
 
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` (Prometheus text) whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", line)
+        if not match or match.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(match.group(3))
+    return total
+
+
 def query(host: str, port: int, name: str, rdtype: str = "A", tcp: bool = False,
           timeout: float = 2.0) -> dns.message.Message:
     message = dns.message.make_query(name, rdtype)
@@ -118,15 +131,7 @@ class ServerProcess:
         """Sum of the samples of ``name`` whose labels include ``labels`` (0 if none)."""
         status, text = self._get(self.metrics_port, "/metrics")
         assert status == 200, f"/metrics answered {status}"
-        total = 0.0
-        for line in text.splitlines():
-            match = re.match(r"^([a-zA-Z_:]+)(\{[^}]*\})? ([0-9.eE+-]+)$", line)
-            if not match or match.group(1) != name:
-                continue
-            have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-            if all(have.get(k) == v for k, v in labels.items()):
-                total += float(match.group(3))
-        return total
+        return metric_sum(text, name, **labels)
 
     def ask(self, name: str, rdtype: str = "A", tcp: bool = False) -> dns.message.Message:
         self.check_alive()
