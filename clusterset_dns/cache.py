@@ -63,7 +63,6 @@ class Zone:
     nodata: wire.Answer | None = None
     synced: bool = False
     serial: int = 0
-    generation: int = 0  # counts applied changes; for metrics and tests
 
 
 class Cache:
@@ -105,7 +104,6 @@ class Cache:
             for service in dirty:
                 self._rebuild(service)
             self._set_serial(self.zone.serial + 1)
-            self.zone.generation += 1
             if len(dirty) >= BULK:
                 release_memory()
 

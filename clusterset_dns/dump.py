@@ -11,7 +11,7 @@ from typing import TextIO
 
 from dnslib import QTYPE, DNSRecord
 
-from clusterset_dns import names, wire
+from clusterset_dns import names
 from clusterset_dns.cache import Cache
 from clusterset_dns.config import Config
 from clusterset_dns.manifests import ManifestSource
@@ -20,9 +20,6 @@ from clusterset_dns.manifests import ManifestSource
 def zone_lines(cache: Cache) -> list[str]:
     lines: set[str] = set()
     for key, ans in cache.zone.answers.items():
-        qtype = int.from_bytes(key[-4:-2], "big")
-        if qtype == wire.ANY:
-            continue  # synthesized RFC 8482 answers are not zone data
         message = b"\x00\x00" + ans.heads[0] + key + ans.body
         for rr in DNSRecord.parse(message).rr:
             rdata = rr.rdata.toZone()

@@ -20,7 +20,6 @@ from clusterset_dns.names import Labels, to_wire
 A, NS, SOA, TXT, AAAA, SRV, OPT, HINFO = 1, 2, 6, 16, 28, 33, 41, 13
 IXFR, AXFR, ANY = 251, 252, 255
 CLASS_IN = 1
-TYPE_NAMES = {A: "A", NS: "NS", SOA: "SOA", TXT: "TXT", AAAA: "AAAA", SRV: "SRV", HINFO: "HINFO"}
 
 NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
 
