@@ -130,6 +130,18 @@ async def stop(task: asyncio.Task[Any]) -> None:
         await task
 
 
+def run_until(run: Callable[[], Awaitable[None]], condition: Callable[[], bool]) -> None:
+    """Runs a source or reflector until ``condition`` holds, then cancels it."""
+    async def main() -> None:
+        task = asyncio.ensure_future(run())
+        try:
+            await until(condition, task)
+        finally:
+            await stop(task)
+
+    asyncio.run(main())
+
+
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Back-off sleeps are recorded and take no time."""
@@ -167,14 +179,7 @@ class Run:
                                          Config(), on_listed)
 
     def run(self) -> None:
-        async def main() -> None:
-            task = asyncio.create_task(self.reflector.run())
-            try:
-                await until(lambda: self.path in self.client.hanging, task)
-            finally:
-                await stop(task)
-
-        asyncio.run(main())
+        run_until(self.reflector.run, lambda: self.path in self.client.hanging)
 
     def imports(self) -> dict[str, tuple[Any, ...]]:
         return {f"{ns}/{name}": tuple(str(ip) for ip in imp.ips)
@@ -498,15 +503,7 @@ def test_discovery_picks_the_preferred_version(sleeps: list[float]) -> None:
     client.lists[SLICES_PATH] = [page(rv="7")]
     source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
 
-    async def main() -> None:
-        task = asyncio.create_task(source.run())
-        try:
-            await until(lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging,
-                        task)
-        finally:
-            await stop(task)
-
-    asyncio.run(main())
+    run_until(source.run, lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging)
     assert cache.zone.synced
     assert sorted(cache.imports) == [("prod", "web")]
     assert len(sleeps) == 1  # the discovery error was retried after a back-off
@@ -535,15 +532,7 @@ def test_discovery_skips_a_preferred_version_without_serviceimports(
     client.lists[SLICES_PATH] = [page(rv="7")]
     source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
 
-    async def main() -> None:
-        task = asyncio.create_task(source.run())
-        try:
-            await until(lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging,
-                        task)
-        finally:
-            await stop(task)
-
-    asyncio.run(main())
+    run_until(source.run, lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging)
     assert sorted(cache.imports) == [("prod", "web")]
     assert f"/apis/{GV}/serviceimports" not in [path for path, _ in client.gets]
 
@@ -570,14 +559,7 @@ def test_a_discovered_version_that_stops_being_served_is_discovered_again(
     client.lists[SLICES_PATH] = [page(rv="7")]
     source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
 
-    async def main() -> None:
-        task = asyncio.create_task(source.run())
-        try:
-            await until(lambda: f"/apis/{alpha}/serviceimports" in client.hanging, task)
-        finally:
-            await stop(task)
-
-    asyncio.run(main())
+    run_until(source.run, lambda: f"/apis/{alpha}/serviceimports" in client.hanging)
     assert sorted(cache.imports) == [("prod", "web")]  # other/api went with v1beta1
     assert str(cache.imports[("prod", "web")].ips[0]) == "10.1.0.2"
     assert cache.zone.synced
