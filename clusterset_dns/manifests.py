@@ -1,8 +1,18 @@
 """The manifest-file source: YAML/JSON files or a directory of them, re-read on change.
 
-Each file's objects are remembered separately, so a file that stops parsing
-keeps the objects it gave before (the error names the file) while every
-other file goes on being served. Synced = the path was found and read once.
+Each file is read in isolation: whatever goes wrong with one file (it cannot be
+opened, is not a regular file, is too large, does not parse, exceeds the YAML
+limits, or its conversion raises) keeps the objects that file gave before and
+never stops the others. The error is logged once per change of the file, with
+its path and reason, and counted (``error(reason)``).
+
+A directory that cannot be listed (EMFILE, EACCES, ...) is an error too, never
+an empty directory: the files known under it keep their objects until a later
+walk succeeds.
+
+The same (namespace, name) in several files: the file that sorts last (paths
+compared component by component) wins, whatever order the files were read or
+changed in. Synced = the path was found and read once.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ import asyncio
 import json
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,31 +38,144 @@ log = logging.getLogger(__name__)
 SUFFIXES = (".yaml", ".yml", ".json")
 Signature = tuple[int, int, int]  # mtime_ns, size, inode
 Invalid = Callable[[str], None]  # called with the kind of a skipped object
+Error = Callable[[str], None]  # called with the reason a file or a walk failed
+
+# Limits that keep a small hostile file from costing much CPU or memory. A real
+# manifest is a few levels deep (a List of EndpointSlices is about 8) and uses
+# aliases rarely if ever; the largest generated test data set is a few MiB.
+MAX_FILE_BYTES = 64 << 20
+MAX_DEPTH = 100
+# Nodes a YAML file may expand to through aliases, beyond one per byte of the file
+# (an alias-free file has fewer nodes than bytes, so it is never limited).
+MAX_ALIAS_EXPANSION = 100_000
+
+# Reasons passed to ``error`` (the label values of the metric).
+REASONS = ("walk", "read", "not-regular", "too-large", "parse", "limits", "convert")
 
 
-@dataclass(slots=True)
-class FileObjects:
-    signature: Signature
-    imports: dict[ObjectKey, ServiceImport] = field(default_factory=dict)
-    slices: dict[ObjectKey, EndpointSlice] = field(default_factory=dict)
+class FileError(Exception):
+    """A file that cannot be used as a whole; ``reason`` is one of REASONS."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
-def find_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    found: list[Path] = []
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(Path(root, f) for f in sorted(files)
-                     if f.endswith(SUFFIXES) and not f.startswith("."))
-    return found
+class _LimitedLoader(yaml.SafeLoader):
+    """Safe loading that refuses deep nesting, recursive aliases and alias bombs.
+
+    Composing is cheap even for a bomb (an alias is a reference to the anchored
+    node); the cost comes later, from whatever walks the expanded tree. So the
+    composer counts how many nodes the document expands to and stops at a budget
+    proportional to the file's size."""
+
+    def __init__(self, stream: str, budget: int) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._expanded = 0
+        self._budget = budget
+        self._sizes: dict[int, int] = {}  # id(node) -> size once expanded
+
+    def compose_document(self) -> yaml.Node | None:
+        self._sizes.clear()  # anchors do not cross documents
+        node: yaml.Node | None = super().compose_document()
+        return node
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            anchor = self._next_anchor()
+            target = self.anchors.get(anchor)
+            if target is not None:
+                size = self._sizes.get(id(target))
+                if size is None:  # the alias is inside its own anchor
+                    raise FileError("limits", f"recursive alias *{anchor}")
+                self._spend(size)
+            aliased: yaml.Node | None = super().compose_node(parent, index)
+            return aliased
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
+        anchored = self._next_anchor() is not None
+        before = self._expanded
+        node: yaml.Node | None = super().compose_node(parent, index)
+        self._depth -= 1
+        self._spend(1)
+        if anchored and node is not None:  # only anchored nodes can be aliased
+            self._sizes[id(node)] = self._expanded - before
+        return node
+
+    def _next_anchor(self) -> str | None:
+        anchor = getattr(self.peek_event(), "anchor", None)  # type: ignore[no-untyped-call]
+        return anchor if isinstance(anchor, str) else None
+
+    def _spend(self, nodes: int) -> None:
+        self._expanded += nodes
+        if self._expanded > self._budget:
+            raise FileError("limits", f"aliases expand to more than {self._budget} nodes")
+
+
+def _json_depth_ok(doc: Any) -> bool:
+    """Depth check without recursion (the document may be deeper than the stack)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return True
+
+
+def _read_text(path: Path) -> str:
+    # O_NONBLOCK: a FIFO named *.yaml must not block the reader forever.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise FileError("read", f"cannot open: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError("not-regular", "not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise FileError("too-large", f"{st.st_size} bytes, more than {MAX_FILE_BYTES}")
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise FileError("read", f"cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_FILE_BYTES:  # grew while we read
+        raise FileError("too-large", f"more than {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileError("parse", f"not UTF-8: {exc}") from exc
 
 
 def _documents(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        return [json.loads(text)]
-    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    text = _read_text(path)
+    try:
+        if path.suffix == ".json":
+            doc = json.loads(text)
+            if not _json_depth_ok(doc):
+                raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
+            return [doc]
+        loader = _LimitedLoader(text, len(text) + MAX_ALIAS_EXPANSION)
+        try:
+            docs = []
+            while loader.check_data():  # type: ignore[no-untyped-call]
+                doc = loader.get_data()
+                if doc is not None:
+                    docs.append(doc)
+            return docs
+        finally:
+            loader.dispose()
+    except FileError:
+        raise
+    except RecursionError as exc:  # json's decoder on very deep input
+        raise FileError("limits", "nested too deeply") from exc
+    except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError
+        raise FileError("parse", str(exc).replace("\n", " ")) from exc
 
 
 def _objects(docs: list[Any]) -> Iterator[Any]:
@@ -63,31 +187,103 @@ def _objects(docs: list[Any]) -> Iterator[Any]:
             yield doc
 
 
+@dataclass(slots=True)
+class FileObjects:
+    signature: Signature
+    imports: dict[ObjectKey, ServiceImport] = field(default_factory=dict)
+    slices: dict[ObjectKey, EndpointSlice] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """The manifest files found, and the directories that could not be listed."""
+
+    files: list[Path]
+    failed: list[tuple[Path, OSError]]
+
+    def covers(self, path: Path) -> bool:
+        """Whether ``path`` lies under a directory that could not be listed (so its
+        absence from ``files`` says nothing)."""
+        return any(path.is_relative_to(d) for d, _ in self.failed)
+
+
+def find_files(root: Path) -> Walk:
+    """Every ``*.yaml``/``*.yml``/``*.json`` below ``root`` (or ``root`` itself when it is
+    not a directory), skipping dot files and dot directories and not following
+    symbolic links to directories. A directory that cannot be listed is reported,
+    not skipped."""
+    try:
+        if not stat.S_ISDIR(os.stat(root).st_mode):
+            return Walk([root], [])
+    except (FileNotFoundError, NotADirectoryError):
+        return Walk([], [])
+    except OSError as exc:
+        return Walk([], [(root, exc)])
+    files: list[Path] = []
+    failed: list[tuple[Path, OSError]] = []
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            failed.append((directory, exc))
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()  # follows a link, as os.walk classifies
+                is_link = is_dir and entry.is_symlink()
+            except OSError:
+                is_dir = is_link = False
+            if is_dir:
+                if not is_link:
+                    pending.append(Path(entry.path))
+            elif entry.name.endswith(SUFFIXES):
+                files.append(Path(entry.path))
+    return Walk(sorted(files), failed)
+
+
 def read_file(path: Path, signature: Signature, groups: frozenset[str],
               namespaces: frozenset[str], invalid: Invalid) -> FileObjects:
-    """Raises OSError / ValueError / yaml.YAMLError when the file as a whole is broken."""
+    """The objects of one file. Raises :class:`FileError` (and nothing else) when the
+    file cannot be used as a whole."""
     result = FileObjects(signature)
-    for obj in _objects(_documents(path)):
-        if not isinstance(obj, Mapping):
-            log.warning("%s: a document is not an object, skipped", path)
-            continue
-        what = convert.describe(obj)
+    what = ""
+    try:
+        docs = _documents(path)
+        for obj in _objects(docs):
+            if not isinstance(obj, Mapping):
+                log.warning("%s: a document is not an object, skipped", path)
+                continue
+            what = convert.describe(obj)
 
-        def warn(message: str, what: str = what) -> None:
-            log.warning("%s: %s: %s", path, what, message)
+            def warn(message: str, what: str = what) -> None:
+                log.warning("%s: %s: %s", path, what, message)
 
-        try:
-            if convert.is_service_import(obj, groups):
-                imp = convert.service_import(obj, warn)
-                if not namespaces or imp.namespace in namespaces:
-                    result.imports[(imp.namespace, imp.name)] = imp
-            elif convert.is_endpoint_slice(obj):
-                piece = convert.endpoint_slice(obj, warn)
-                if piece is not None and (not namespaces or piece.namespace in namespaces):
-                    result.slices[(piece.namespace, piece.name)] = piece
-        except convert.InvalidObject as exc:
-            log.warning("%s: %s skipped: %s", path, what, exc)
-            invalid(convert.kind_of(obj))
+            try:
+                if convert.is_service_import(obj, groups):
+                    imp = convert.service_import(obj, warn)
+                    if not namespaces or imp.namespace in namespaces:
+                        result.imports[(imp.namespace, imp.name)] = imp
+                elif convert.is_endpoint_slice(obj):
+                    piece = convert.endpoint_slice(obj, warn)
+                    if piece is not None and (not namespaces or piece.namespace in namespaces):
+                        result.slices[(piece.namespace, piece.name)] = piece
+            except convert.InvalidObject as exc:
+                log.warning("%s: %s skipped: %s", path, what, exc)
+                invalid(convert.kind_of(obj))
+    except FileError:
+        raise
+    except RecursionError as exc:
+        raise FileError("limits", f"{what or 'a document'}: nested too deeply") from exc
+    except Exception as exc:
+        # Conversion promises InvalidObject only; anything else (a bug, or data shaped
+        # in a way nobody foresaw) must cost this file, never the source.
+        raise FileError("convert", f"{what or 'a document'}: {type(exc).__name__}: {exc}") \
+            from exc
     return result
 
 
@@ -95,16 +291,20 @@ class ManifestSource:
     def __init__(self, path: Path, apply: Callable[[list[Op]], None], poll_interval: float,
                  groups: frozenset[str] = frozenset({convert.GROUP}),
                  namespaces: frozenset[str] = frozenset(),
-                 invalid: Invalid = lambda kind: None) -> None:
+                 invalid: Invalid = lambda kind: None,
+                 error: Error = lambda reason: None) -> None:
         self.path = path
         self.apply = apply
         self.poll_interval = poll_interval
         self.groups = groups
         self.namespaces = namespaces
         self.invalid = invalid
+        self.error = error
         self.files: dict[Path, FileObjects] = {}
         self.synced = False
         self.errors = 0
+        self.missing_reported = False
+        self.walk_error: str | None = None  # the failing walk being reported, if any
 
     def scan(self) -> bool:
         """Re-reads what changed and applies it; True when anything changed."""
@@ -117,11 +317,12 @@ class ManifestSource:
         """Whether :meth:`collect` has anything to do: a walk and a stat per file, no
         reading. Cheap enough for the event loop, which keeps the thread for parsing
         only (a polling thread would take the GIL from the DNS path every poll)."""
-        if not self.path.exists():
-            return not self.synced and not self.errors
-        seen = 0
-        for path in find_files(self.path):
-            seen += 1
+        walk = find_files(self.path)
+        if walk.failed or self.walk_error is not None:
+            return True  # collect reports it, or reports the recovery
+        if not walk.files and not self.files and not self._exists():
+            return not self.synced and not self.missing_reported
+        for path in walk.files:
             old = self.files.get(path)
             try:
                 st = path.stat()
@@ -129,61 +330,103 @@ class ManifestSource:
                 return True
             if old is None or old.signature != (st.st_mtime_ns, st.st_size, st.st_ino):
                 return True
-        return seen != len(self.files) or not self.synced
+        return len(walk.files) != len(self.files) or not self.synced
+
+    def _exists(self) -> bool:
+        try:
+            os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError:
+            return True
+        return True
+
+    def _walk_failed(self, walk: Walk) -> None:
+        self.errors += 1
+        self.error("walk")
+        message = "; ".join(f"{d}: {exc.strerror or exc}" for d, exc in walk.failed)
+        if message != self.walk_error:
+            log.error("cannot list %s; keeping the objects of the files known there "
+                      "until a walk succeeds", message)
+            self.walk_error = message
 
     def collect(self) -> list[Op]:
         """Re-reads what changed; the ops that bring the cache up to date (may be empty).
 
         Touches only this object and the file system, so it can run in a thread."""
-        if not self.path.exists():
-            if not self.synced and not self.errors:
-                self.errors += 1
-                log.warning("%s does not exist (yet); answering SERVFAIL for unknown names",
-                            self.path)
-            return []
+        walk = find_files(self.path)
+        if walk.failed:
+            self._walk_failed(walk)
+            if not self.synced and walk.covers(self.path):
+                return []  # nothing known yet: stay unsynced until a walk works
+        elif self.walk_error is not None:
+            log.info("%s can be listed again", self.path)
+            self.walk_error = None
+        if not walk.files and not walk.failed and not self._exists():
+            if not self.synced:
+                if not self.missing_reported:
+                    self.missing_reported = True
+                    log.warning("%s does not exist (yet); answering SERVFAIL for unknown "
+                                "names", self.path)
+                return []
+            if self.files:
+                log.warning("%s does not exist any more; its objects are removed", self.path)
         changed = False
-        seen: set[Path] = set()
-        for path in find_files(self.path):
-            seen.add(path)
+        for path in walk.files:
             try:
                 st = path.stat()
+            except FileNotFoundError:
+                continue  # removed between the walk and the stat: gone below
             except OSError:
-                continue  # removed between the walk and the stat
-            signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+                st = None
+            signature = (st.st_mtime_ns, st.st_size, st.st_ino) if st else (-1, -1, -1)
             old = self.files.get(path)
             if old is not None and old.signature == signature:
                 continue
             try:
-                self.files[path] = read_file(path, signature, self.groups, self.namespaces,
-                                             self.invalid)
-                log.info("%s: %d ServiceImports, %d EndpointSlices", path,
-                         len(self.files[path].imports), len(self.files[path].slices))
-            except (OSError, ValueError, yaml.YAMLError) as exc:
+                objects = read_file(path, signature, self.groups, self.namespaces,
+                                    self.invalid)
+            except FileError as exc:
                 self.errors += 1
-                log.error("%s: cannot be read, keeping its %s objects: %s", path,
-                          "previous" if old else "(no)", str(exc).replace("\n", " "))
+                self.error(exc.reason)
+                log.error("%s: cannot be used (%s), keeping its %s objects: %s", path,
+                          exc.reason, "previous" if old else "(no)", exc)
                 if old is not None:
                     old.signature = signature  # report once per change, not per poll
                 else:
                     self.files[path] = FileObjects(signature)
                 continue
+            self.files[path] = objects
+            log.info("%s: %d ServiceImports, %d EndpointSlices", path,
+                     len(objects.imports), len(objects.slices))
             changed = True
-        for gone in [p for p in self.files if p not in seen]:
+        seen = set(walk.files)
+        for gone in [p for p in self.files if p not in seen and not walk.covers(p)]:
             log.info("%s: removed", gone)
             del self.files[gone]
             changed = True
         if changed or not self.synced:
-            imports: dict[ObjectKey, ServiceImport] = {}
-            slices: dict[ObjectKey, EndpointSlice] = {}
-            for objects in self.files.values():
-                imports.update(objects.imports)
-                slices.update(objects.slices)
-            ops: list[Op] = [("replace-imports", None, imports), ("replace-slices", None, slices)]
+            ops: list[Op] = [("replace-imports", None, self._merge("imports")),
+                             ("replace-slices", None, self._merge("slices"))]
             if not self.synced:
                 ops.append(("synced", None, True))
                 self.synced = True
             return ops
         return []
+
+    def _merge(self, what: str) -> dict[ObjectKey, Any]:
+        """Every file's objects; on a duplicate key the file that sorts last wins,
+        so the result never depends on the order files were read in."""
+        merged: dict[ObjectKey, Any] = {}
+        source: dict[ObjectKey, Path] = {}
+        for path in sorted(self.files):
+            for key, obj in getattr(self.files[path], what).items():
+                if key in source:
+                    log.warning("%s/%s is in %s and %s; using %s", key[0], key[1],
+                                source[key], path, path)
+                merged[key] = obj
+                source[key] = path
+        return merged
 
     async def run(self) -> None:
         while True:
