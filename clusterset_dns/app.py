@@ -46,11 +46,14 @@ def make_source(config: Config,
     def invalid(kind: str) -> None:
         metrics.invalid_objects.labels(kind or "unknown").inc()
 
+    def file_error(reason: str) -> None:
+        metrics.manifest_errors.labels(reason).inc()
+
     if config.manifests is not None:
         extra = (api.split("/")[0] for api in config.serviceimport_apis)
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
-                              frozenset(config.namespaces), invalid).run
+                              frozenset(config.namespaces), invalid, file_error).run
     from clusterset_dns.watch import KubeSource
 
     return KubeSource(config, apply, invalid).run

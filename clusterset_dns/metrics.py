@@ -29,6 +29,10 @@ invalid_objects = Counter("clusterset_dns_invalid_objects_total",
 watch_restarts = Counter("clusterset_dns_watch_restarts_total",
                          "Watch streams restarted, by resource and reason",
                          ["resource", "reason"], registry=registry)
+manifest_errors = Counter("clusterset_dns_manifest_errors_total",
+                          "Manifest files that could not be used (once per change of the "
+                          "file) and failed directory walks, by reason", ["reason"],
+                          registry=registry)
 relists = Counter("clusterset_dns_relists_total", "Full lists of a resource", ["resource"],
                   registry=registry)
 last_event = Gauge("clusterset_dns_last_event_timestamp_seconds",
