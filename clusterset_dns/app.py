@@ -67,7 +67,8 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         await child.connect()
     sink = Sink(cache, children)
     dns = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                    reuse_port=bool(children))
+                    reuse_port=bool(children), max_tcp_connections=config.max_tcp_connections,
+                    stats=handler.stats)
 
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"

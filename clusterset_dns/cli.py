@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
          default=1)
     _add(serve, "--tcp-idle-timeout", "seconds before an idle TCP connection is closed",
          type=_positive, default=10.0)
+    _add(serve, "--max-tcp-connections", "concurrent TCP connections per process; more are "
+         "closed at once (0 = half the descriptor limit, at most 10000)", type=int, default=0)
     _add(serve, "--edns-udp-size", "largest UDP answer with EDNS (512..4096)", type=int,
          default=1232)
     _add(serve, "--poll-interval", "seconds between checks of --manifests for changes",
@@ -119,6 +121,9 @@ def to_config(args: argparse.Namespace) -> Config:
     workers = getattr(args, "workers", 1)
     if workers < 1:
         raise SystemExit("--workers must be at least 1")
+    max_tcp = getattr(args, "max_tcp_connections", 0)
+    if max_tcp < 0:
+        raise SystemExit("--max-tcp-connections must not be negative")
     edns = getattr(args, "edns_udp_size", 1232)
     if not 512 <= edns <= 4096:
         raise SystemExit("--edns-udp-size must be within 512..4096")
@@ -142,6 +147,7 @@ def to_config(args: argparse.Namespace) -> Config:
         startup_timeout=getattr(args, "startup_timeout", 5.0),
         workers=workers,
         tcp_idle_timeout=getattr(args, "tcp_idle_timeout", 10.0),
+        max_tcp_connections=max_tcp,
         edns_udp_size=edns,
         ns_addresses=tuple(args.ns_address or ()),
     )

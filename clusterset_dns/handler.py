@@ -32,12 +32,14 @@ _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 class Stats:
     """Plain counters; the metrics module reads them at scrape time."""
 
-    __slots__ = ("dropped", "rcodes", "truncated")
+    __slots__ = ("dropped", "rcodes", "tcp_aborted", "tcp_open", "tcp_refused", "truncated")
 
     def __init__(self) -> None:
         self.rcodes = [0] * 24  # index = rcode (16 = BADVERS)
         self.truncated = 0
         self.dropped = 0
+        # Kept by server.DNSServer; here so that workers report them too.
+        self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
 
 
 class Handler:

@@ -61,6 +61,15 @@ class ServerCollector(Collector):
         yield responses
         yield CounterMetricFamily("clusterset_dns_truncated", "UDP responses sent with TC set",
                                   value=sum(s.truncated for s in every))
+        yield GaugeMetricFamily("clusterset_dns_tcp_connections", "Open TCP connections",
+                                value=sum(s.tcp_open for s in every))
+        yield CounterMetricFamily("clusterset_dns_tcp_refused",
+                                  "TCP connections closed at once: --max-tcp-connections reached",
+                                  value=sum(s.tcp_refused for s in every))
+        yield CounterMetricFamily("clusterset_dns_tcp_aborted",
+                                  "TCP connections aborted by the idle timeout with answers "
+                                  "unsent (the client did not read)",
+                                  value=sum(s.tcp_aborted for s in every))
         yield CounterMetricFamily("clusterset_dns_dropped",
                                   "Packets not answered (no header, or a response)",
                                   value=sum(s.dropped for s in every))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import socket
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +16,13 @@ Handle = Callable[[bytes, bool], "bytes | None"]
 
 RCVBUF = 4 << 20  # ride out bursts without drops
 MAX_TCP_MESSAGE = 65535
+# TCP back-pressure (see TCPProtocol).
+WRITE_HIGH = 64 << 10
+WRITE_CHUNK = 16 << 10
+# Ceiling of the default connection cap: an idle connection costs a few KiB here
+# and in the kernel; a busy one up to about WRITE_HIGH + a read chunk.
+MAX_TCP_CONNECTIONS = 10_000
+FD_LIMIT_IF_UNLIMITED = 1 << 20
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -93,60 +101,171 @@ class UDPReader:
                     log.debug("UDP send to %s: %s", addr, exc)
 
 
-class TCPProtocol(asyncio.Protocol):
-    """Length-prefixed messages; pipelined queries are answered in order."""
+class ConnectionStats(Protocol):
+    """The TCP counters the server keeps (``handler.Stats`` has them, so workers
+    report them with the rest)."""
 
-    def __init__(self, handle: Handle, idle_timeout: float, connections: set[TCPProtocol]) -> None:
-        self.handle = handle
-        self.idle_timeout = idle_timeout
-        self.connections = connections
+    tcp_open: int
+    tcp_refused: int
+    tcp_aborted: int
+
+
+class Counters:
+    __slots__ = ("tcp_aborted", "tcp_open", "tcp_refused")
+
+    def __init__(self) -> None:
+        self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
+
+
+def raise_fd_limit() -> int:
+    """Raises the soft descriptor limit to the hard one (the usual soft default, 1024,
+    is far below what a DNS server with many TCP clients needs); returns the soft
+    limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # An unlimited hard limit still stops at the kernel's nr_open.
+    target = FD_LIMIT_IF_UNLIMITED if hard == resource.RLIM_INFINITY else hard
+    if soft == resource.RLIM_INFINITY:
+        return target
+    if soft >= target:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, target, exc)
+        return soft
+    return target
+
+
+def default_max_tcp_connections(fd_limit: int) -> int:
+    """Half the descriptors (the rest stays for the source, the HTTP endpoints,
+    the API connections and the files), at most MAX_TCP_CONNECTIONS."""
+    return max(1, min(fd_limit // 2, MAX_TCP_CONNECTIONS))
+
+
+class TCPProtocol(asyncio.Protocol):
+    """Length-prefixed messages; pipelined queries are answered in order.
+
+    Back-pressure: answers are written in chunks of at most WRITE_CHUNK bytes and
+    the transport pauses us once more than WRITE_HIGH bytes wait to be sent; from
+    then on no further query is answered and the socket is not read until the
+    client has read enough. So a client that never reads costs at most one read
+    chunk, WRITE_HIGH + WRITE_CHUNK + one answer, whatever it sends.
+
+    Idle timeout: a connection with no progress (nothing received, nothing
+    drained) for ``idle_timeout`` is closed, and aborted (RST, buffer dropped) when
+    answers are still waiting: a close would wait forever for a peer that never
+    reads."""
+
+    __slots__ = ("buffer", "eof", "last_activity", "server", "timer", "transport",
+                 "writing_paused")
+
+    def __init__(self, server: DNSServer) -> None:
+        self.server = server
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.writing_paused = False
+        self.eof = False
+        self.last_activity = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        server = self.server
+        if len(server.connections) >= server.max_tcp_connections:
+            server.stats.tcp_refused += 1
+            cast(asyncio.Transport, transport).abort()  # at once: the cap saves descriptors
+            return
         self.transport = cast(asyncio.Transport, transport)
-        self.connections.add(self)
-        self._arm()
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH)
+        server.connections.add(self)
+        server.stats.tcp_open = len(server.connections)
+        loop = asyncio.get_running_loop()
+        self.last_activity = loop.time()
+        self.timer = loop.call_later(server.tcp_idle_timeout, self._check_idle)
 
-    def _arm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = asyncio.get_running_loop().call_later(self.idle_timeout, self._idle)
-
-    def _idle(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+    def _check_idle(self) -> None:
+        # Activity only moves a timestamp; the timer is re-armed here, once per
+        # timeout, instead of on every packet.
+        transport = self.transport
+        if transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        idle = loop.time() - self.last_activity
+        timeout = self.server.tcp_idle_timeout
+        if idle < timeout:
+            self.timer = loop.call_later(timeout - idle, self._check_idle)
+            return
+        self.timer = None
+        if transport.get_write_buffer_size() or self.writing_paused:
+            self.server.stats.tcp_aborted += 1
+            transport.abort()
+        else:
+            transport.close()
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        self._arm()
+        self.last_activity = asyncio.get_running_loop().time()
+        self._answer()
+
+    def _answer(self) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        handle = self.server.handle
         buffer = self.buffer
-        out = []
-        while len(buffer) >= 2:
+        out: list[bytes] = []
+        size = 0
+        while len(buffer) >= 2 and not self.writing_paused:
             length = (buffer[0] << 8) | buffer[1]
             if len(buffer) < 2 + length:
                 break
             message = bytes(buffer[2 : 2 + length])
             del buffer[: 2 + length]
-            response = self.handle(message, True)
-            if response is not None:
-                out.append(len(response).to_bytes(2, "big") + response)
-        if out and self.transport is not None:
-            self.transport.write(b"".join(out))
+            response = handle(message, True)
+            if response is None:
+                continue
+            if len(response) > MAX_TCP_MESSAGE:  # cannot be framed; the handler never should
+                log.error("TCP answer of %d bytes dropped", len(response))
+                continue
+            out.append(len(response).to_bytes(2, "big"))
+            out.append(response)
+            size += 2 + len(response)
+            if size >= WRITE_CHUNK:
+                transport.write(b"".join(out))  # may call pause_writing at once
+                out.clear()
+                size = 0
+        if out:
+            transport.write(b"".join(out))
+        if self.eof and not self.writing_paused and not self._complete_message():
+            transport.close()
+
+    def _complete_message(self) -> bool:
+        buffer = self.buffer
+        return len(buffer) >= 2 and len(buffer) >= 2 + ((buffer[0] << 8) | buffer[1])
 
     def pause_writing(self) -> None:  # a client that does not read stops being read
+        self.writing_paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None:
+        self.writing_paused = False
+        self.last_activity = asyncio.get_running_loop().time()  # the peer reads: progress
+        self._answer()  # what was received while paused, before reading more
+        if self.transport is not None and not self.writing_paused and not self.eof:
             self.transport.resume_reading()
+
+    def eof_received(self) -> bool:
+        # Queries still waiting to be answered: keep the write side open until they are.
+        self.eof = True
+        return self._complete_message()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.connections.discard(self)
+            self.timer = None
+        if self.transport is not None:
+            self.server.connections.discard(self)
+            self.server.stats.tcp_open = len(self.server.connections)
         self.transport = None
 
 
@@ -154,11 +273,15 @@ class DNSServer:
     """Every UDP and TCP listener of one process."""
 
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
-                 reuse_port: bool = False) -> None:
+                 reuse_port: bool = False, max_tcp_connections: int = 0,
+                 stats: ConnectionStats | None = None) -> None:
+        """``max_tcp_connections`` 0: derived from the descriptor limit at start."""
         self.handle = handle
         self.listen = listen
         self.tcp_idle_timeout = tcp_idle_timeout
         self.reuse_port = reuse_port
+        self.max_tcp_connections = max_tcp_connections
+        self.stats: ConnectionStats = stats if stats is not None else Counters()
         self.readers: list[UDPReader] = []
         self.servers: list[asyncio.Server] = []
         self.connections: set[TCPProtocol] = set()
@@ -166,6 +289,9 @@ class DNSServer:
 
     async def start(self, sockets: list[tuple[socket.socket, socket.socket]] | None = None) -> None:
         loop = asyncio.get_running_loop()
+        fd_limit = raise_fd_limit()
+        if self.max_tcp_connections <= 0:
+            self.max_tcp_connections = default_max_tcp_connections(fd_limit)
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
@@ -173,12 +299,13 @@ class DNSServer:
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(
-                lambda: TCPProtocol(self.handle, self.tcp_idle_timeout, self.connections),
+                lambda: TCPProtocol(self),
                 sock=tcp, backlog=1024)
             self.servers.append(server)
             self.bound.append(udp.getsockname()[:2])
-        log.info("serving DNS on %s (UDP and TCP)",
-                 ", ".join(f"{h}:{p}" for h, p in self.bound))
+        log.info("serving DNS on %s (UDP and TCP); at most %d TCP connections "
+                 "(descriptor limit %d)", ", ".join(f"{h}:{p}" for h, p in self.bound),
+                 self.max_tcp_connections, fd_limit)
 
     def bind(self, host: str, port: int) -> tuple[socket.socket, socket.socket]:
         udp = make_socket(host, port, socket.SOCK_DGRAM, self.reuse_port)
