@@ -156,7 +156,7 @@ class TCPProtocol(asyncio.Protocol):
     answers are still waiting: a close would wait forever for a peer that never
     reads."""
 
-    __slots__ = ("buffer", "eof", "last_activity", "server", "timer", "transport",
+    __slots__ = ("buffer", "eof", "last_activity", "loop", "server", "timer", "transport",
                  "writing_paused")
 
     def __init__(self, server: DNSServer) -> None:
@@ -167,6 +167,7 @@ class TCPProtocol(asyncio.Protocol):
         self.writing_paused = False
         self.eof = False
         self.last_activity = 0.0
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         server = self.server
@@ -178,17 +179,16 @@ class TCPProtocol(asyncio.Protocol):
         self.transport.set_write_buffer_limits(high=WRITE_HIGH)
         server.connections.add(self)
         server.stats.tcp_open = len(server.connections)
-        loop = asyncio.get_running_loop()
+        self.loop = loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
         self.timer = loop.call_later(server.tcp_idle_timeout, self._check_idle)
 
     def _check_idle(self) -> None:
         # Activity only moves a timestamp; the timer is re-armed here, once per
         # timeout, instead of on every packet.
-        transport = self.transport
-        if transport is None:
+        transport, loop = self.transport, self.loop
+        if transport is None or loop is None:
             return
-        loop = asyncio.get_running_loop()
         idle = loop.time() - self.last_activity
         timeout = self.server.tcp_idle_timeout
         if idle < timeout:
@@ -203,7 +203,8 @@ class TCPProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        self.last_activity = asyncio.get_running_loop().time()
+        if self.loop is not None:
+            self.last_activity = self.loop.time()
         self._answer()
 
     def _answer(self) -> None:
@@ -249,7 +250,8 @@ class TCPProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        self.last_activity = asyncio.get_running_loop().time()  # the peer reads: progress
+        if self.loop is not None:  # the peer reads: progress
+            self.last_activity = self.loop.time()
         self._answer()  # what was received while paused, before reading more
         if self.transport is not None and not self.writing_paused and not self.eof:
             self.transport.resume_reading()
