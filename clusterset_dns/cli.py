@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(serve, "--tcp-idle-timeout", "seconds before an idle TCP connection is closed",
          type=_positive, default=10.0)
     _add(serve, "--max-tcp-connections", "concurrent TCP connections per process; more are "
-         "closed at once (0 = half the descriptor limit, at most 10000)", type=int, default=0)
+         "closed at once (0 = half the descriptor limit, at most 1024)", type=int, default=0)
     _add(serve, "--edns-udp-size", "largest UDP answer with EDNS (512..4096)", type=int,
          default=1232)
     _add(serve, "--poll-interval", "seconds between checks of --manifests for changes",

@@ -33,6 +33,6 @@ class Config:
     # Serving.
     workers: int = 1
     tcp_idle_timeout: float = 10.0
-    max_tcp_connections: int = 0  # 0 = half the descriptor limit, at most 10,000
+    max_tcp_connections: int = 0  # 0 = half the descriptor limit, at most 1,024
     edns_udp_size: int = 1232
     ns_addresses: tuple[IP, ...] = ()

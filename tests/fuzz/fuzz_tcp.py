@@ -124,6 +124,15 @@ def parse(data: bytes) -> tuple[list[tuple[bool, int]], bytes]:
     return script, (body[3 * len(script):] * repeat)[:MAX_STREAM]
 
 
+def receive(protocol: server.TCPProtocol, data: bytes) -> int:
+    """One read as a transport does it (into the protocol's buffer); bytes taken."""
+    view = protocol.get_buffer(-1)
+    count = min(len(view), len(data))
+    view[:count] = data[:count]
+    protocol.buffer_updated(count)
+    return count
+
+
 def settle(transport: Transport) -> None:
     """The peer reads until the protocol reads again (each drain lets it answer what
     it holds, which may pause it again)."""
@@ -146,14 +155,12 @@ def check(data: bytes) -> None:
             if send and sent < len(stream):
                 if not transport.reading:  # a real transport would not read: the peer waits
                     continue
-                protocol.data_received(stream[sent : sent + size + 1])
-                sent += size + 1
+                sent += receive(protocol, stream[sent : sent + size + 1])
             else:
                 transport.drain(size)
         while sent < len(stream):  # the rest: the peer reads everything, then we send
             settle(transport)
-            protocol.data_received(stream[sent : sent + (1 << 18)])
-            sent += 1 << 18
+            sent += receive(protocol, stream[sent : sent + (1 << 18)])
         settle(transport)
         assert transport.reading and not protocol.writing_paused
         assert bytes(transport.delivered) == expected, "answers differ from framing"
