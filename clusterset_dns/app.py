@@ -95,7 +95,7 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
                         config.startup_timeout)
         await dns.start()
         for child in children:
-            child.send([("serve", None, None)])
+            child.send(workers.StartServing())
         log.info("ready: %s", cache.counts())
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Op
+from clusterset_dns.cache import Op, ReplaceImports, ReplaceSlices, SetSynced
 from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
 
 log = logging.getLogger(__name__)
@@ -178,9 +178,9 @@ class ManifestSource:
             for objects in self.files.values():
                 imports.update(objects.imports)
                 slices.update(objects.slices)
-            ops: list[Op] = [("replace-imports", None, imports), ("replace-slices", None, slices)]
+            ops: list[Op] = [ReplaceImports(imports), ReplaceSlices(slices)]
             if not self.synced:
-                ops.append(("synced", None, True))
+                ops.append(SetSynced(True))
                 self.synced = True
             return ops
         return []

@@ -17,14 +17,6 @@ RCVBUF = 4 << 20  # ride out bursts without drops
 MAX_TCP_MESSAGE = 65535
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """``127.0.0.1:53``, ``[::1]:53``, ``:53`` (every address) -> (host, port)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"listen address {value!r} is not HOST:PORT")
-    host = host.strip("[]")
-    return host or "::", int(port)
-
 
 def make_socket(host: str, port: int, kind: int, reuse_port: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

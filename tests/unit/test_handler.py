@@ -15,6 +15,7 @@ import pytest
 from clusterset_dns.handler import Handler
 
 from .helpers import (
+    DEFAULT_UDP_CAP,
     ask,
     build_cache,
     cookie,
@@ -46,7 +47,7 @@ SLICES = [
 
 @pytest.fixture(scope="module")
 def handler() -> Handler:
-    return Handler(build_cache(IMPORTS, SLICES).zone)
+    return Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
 
 
 # -- fast path = slow path --------------------------------------------------------------------
@@ -136,7 +137,7 @@ def test_edns_opt_echoed(handler: Handler, qname: str, qtype: str, options: list
 
 @pytest.mark.parametrize("do", [False, True], ids=["", "do"])
 def test_edns_opt_echoed_on_servfail(do: bool) -> None:
-    handler = Handler(build_cache(IMPORTS, SLICES, synced=False).zone)
+    handler = Handler(build_cache(IMPORTS, SLICES, synced=False).zone, DEFAULT_UDP_CAP)
     reply = ask(handler, query(f"nothere.prod.{Z}", "A", edns=0, do=do, payload=4096))
     assert reply.rcode == dns.rcode.SERVFAIL
     assert reply.msg.opt is not None and reply.msg.payload == 1232
@@ -211,7 +212,7 @@ def test_truncation_respects_a_larger_configured_cap() -> None:
 def _medium_handler(count: int) -> Handler:
     piece = endpoint_slice("m", "big", cluster="east",
                            endpoints=[endpoint(f"10.4.0.{i + 1}") for i in range(count)])
-    return Handler(build_cache(IMPORTS[2:], [piece]).zone)
+    return Handler(build_cache(IMPORTS[2:], [piece]).zone, DEFAULT_UDP_CAP)
 
 
 @pytest.mark.parametrize("options", [[], [cookie()]], ids=["fast", "slow"])
@@ -263,7 +264,7 @@ def _huge_handler() -> Handler:
                        endpoints=[endpoint(f"10.6.{i // 250}.{i % 250 + 1}")
                                   for i in range(4200)]),
     ]
-    return Handler(build_cache(imports, slices).zone)
+    return Handler(build_cache(imports, slices).zone, DEFAULT_UDP_CAP)
 
 
 HUGE = [
