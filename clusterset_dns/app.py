@@ -64,7 +64,7 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         await child.connect()
     sink = Sink(cache, children)
     dns = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                    reuse_port=bool(children))
+                    reuse_port=bool(children), udp_io=config.udp_io)
 
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
@@ -94,6 +94,7 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
                         config.startup_timeout)
         await dns.start()
+        metrics.udp_io.labels(dns.udp_mode).set(1)
         for child in children:
             child.send(workers.StartServing())
         log.info("ready: %s", cache.counts())

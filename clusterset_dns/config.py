@@ -97,6 +97,9 @@ class Config:
     tcp_idle_timeout: float = flag(10.0, "seconds before an idle TCP connection is closed",
                                    parse=float)
     edns_udp_size: int = flag(1232, "largest UDP answer with EDNS (512..4096)", parse=int)
+    udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
+                       "(recvfrom/sendto), or auto (batched where available)",
+                       choices=("auto", "batched", "plain"))
 
     def __post_init__(self) -> None:
         def need(ok: bool, flag_name: str, why: str) -> None:

@@ -122,7 +122,7 @@ async def worker_main(config: Config, sock: socket.socket) -> int:
     """A child: apply the parent's ops, serve DNS once told to, report counters."""
     stop, cache, handler = process_state(config)
     server = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                       reuse_port=True)
+                       reuse_port=True, udp_io=config.udp_io)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
 
     async def receive() -> None:
