@@ -28,6 +28,7 @@ MAX_QUERY = 4096  # a DNS query over UDP is a few hundred bytes at most
 ADDR_SIZE = 28  # sizeof(struct sockaddr_in6), the largest peer address of AF_INET/AF_INET6
 MSG_DONTWAIT = 0x40
 MSG_TRUNC = 0x20
+MMSG = 64  # sizeof(struct mmsghdr)
 
 
 class IOVec(ctypes.Structure):
@@ -63,12 +64,13 @@ class _Calls:
     def __init__(self) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         self.recvmmsg = libc.recvmmsg
-        self.recvmmsg.argtypes = (ctypes.c_int, ctypes.POINTER(MMsgHdr), ctypes.c_uint,
+        # Addresses are passed as plain integers: converting an int is the cheapest
+        # argument ctypes has, and the arrays never move.
+        self.recvmmsg.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_uint,
                                   ctypes.c_int, ctypes.c_void_p)
         self.recvmmsg.restype = ctypes.c_int
         self.sendmmsg = libc.sendmmsg
-        self.sendmmsg.argtypes = (ctypes.c_int, ctypes.POINTER(MMsgHdr), ctypes.c_uint,
-                                  ctypes.c_int)
+        self.sendmmsg.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int)
         self.sendmmsg.restype = ctypes.c_int
 
 
@@ -139,12 +141,23 @@ class BatchReader:
             self.rx_iov[i].iov_len = MAX_QUERY
             hdr = self.rx[i].msg_hdr
             hdr.msg_name = names_at + i * ADDR_SIZE
+            hdr.msg_namelen = ADDR_SIZE
             hdr.msg_iov = ctypes.pointer(self.rx_iov[i])
             hdr.msg_iovlen = 1
             self.tx[i].msg_hdr.msg_iov = ctypes.pointer(self.tx_iov[i])
             self.tx[i].msg_hdr.msg_iovlen = 1
+        self.rx_base = ctypes.addressof(self.rx)
         self.tx_base = ctypes.addressof(self.tx)
-        self.size = ctypes.sizeof(MMsgHdr)
+        # The per-datagram work reads and writes the arrays through integer views
+        # (indices below follow the layout checked by available()): a ctypes
+        # attribute chain costs several times more than a memoryview item.
+        self.rx_bytes = memoryview(self.rx).cast("B")
+        self.rx_template = bytes(self.rx_bytes)  # every name length reset to ADDR_SIZE
+        self.rx32 = self.rx_bytes.cast("I")
+        self.tx64 = memoryview(self.tx).cast("B").cast("Q")
+        self.tx32 = memoryview(self.tx).cast("B").cast("I")
+        self.txiov64 = memoryview(self.tx_iov).cast("B").cast("Q")
+        self.name_at = [names_at + i * ADDR_SIZE for i in range(BATCH)]
         self.used = BATCH  # rx slots the last recvmmsg filled (their name lengths changed)
         self.dropped = 0  # replies the kernel would not take (send buffer full, ...)
 
@@ -156,34 +169,31 @@ class BatchReader:
         self.sock.close()
 
     def _readable(self) -> None:
-        rx = self.rx
-        for i in range(self.used):  # the kernel overwrote these in the last call
-            rx[i].msg_hdr.msg_namelen = ADDR_SIZE
-        count = self.recvmmsg(self.fd, rx, BATCH, MSG_DONTWAIT, None)
+        used = self.used * MMSG
+        self.rx_bytes[:used] = self.rx_template[:used]  # the kernel set the name lengths
+        count = self.recvmmsg(self.fd, self.rx_base, BATCH, MSG_DONTWAIT, None)
         if count <= 0:
             self.used = 0
             if count < 0 and ctypes.get_errno() not in (errno.EAGAIN, errno.EINTR):
                 log.debug("UDP receive: %s", errno.errorcode.get(ctypes.get_errno()))
             return
         self.used = count
-        view, handle, tx, tx_iov = self.view, self.handle, self.tx, self.tx_iov
+        view, handle, rx32 = self.view, self.handle, self.rx32
+        tx64, tx32, iov64, name_at = self.tx64, self.tx32, self.txiov64, self.name_at
         offset = _DATA_OFFSET
         assert offset is not None
         keep: list[bytes] = []  # the replies must outlive sendmmsg: tx points into them
         for i in range(count):
-            msg = rx[i]
             start = i * MAX_QUERY
-            response = handle(bytes(view[start:start + msg.msg_len]), False)
+            response = handle(view[start:start + rx32[i * 16 + 14]].tobytes(), False)  # msg_len
             if response is None:
                 continue
             j = len(keep)
             keep.append(response)
-            iov = tx_iov[j]
-            iov.iov_base = id(response) + offset
-            iov.iov_len = len(response)
-            hdr, peer = tx[j].msg_hdr, msg.msg_hdr
-            hdr.msg_name = peer.msg_name
-            hdr.msg_namelen = peer.msg_namelen
+            iov64[2 * j] = id(response) + offset  # iov_base: the reply, in place
+            iov64[2 * j + 1] = len(response)  # iov_len
+            tx64[8 * j] = name_at[i]  # msg_name: the peer's address as received
+            tx32[16 * j + 2] = rx32[16 * i + 2]  # msg_namelen
         if keep:
             self._send(len(keep))
 
@@ -192,8 +202,7 @@ class BatchReader:
         full send buffer drops a datagram (the client asks again)."""
         sent = 0
         while sent < total:
-            pointer = ctypes.cast(self.tx_base + sent * self.size, ctypes.POINTER(MMsgHdr))
-            n = self.sendmmsg(self.fd, pointer, total - sent, MSG_DONTWAIT)
+            n = self.sendmmsg(self.fd, self.tx_base + sent * MMSG, total - sent, MSG_DONTWAIT)
             if n > 0:
                 sent += n
                 continue
