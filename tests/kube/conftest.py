@@ -10,9 +10,6 @@ import pytest
 from dnsserver import ServerProcess
 from peers import KubeAPI
 
-REPO = Path(__file__).resolve().parents[2]
-STATUS_LAYOUT_CRD = REPO / "tests" / "crds" / "status-layout-serviceimports.yaml"
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -23,7 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def api() -> Iterator[KubeAPI]:
     with KubeAPI() as kube:
-        kube.install_crds(["mcs-api-v0.5.0", STATUS_LAYOUT_CRD])
+        kube.install_crds(["mcs-api-v0.5.0", "status-layout"])
         yield kube
 
 
