@@ -174,7 +174,7 @@ def fqdn(*labels: str) -> str:
 
 
 def endpoint_hostname(ep: JSONObj, address: str) -> str:
-    """SPEC 2: ``hostname``, else the address with ``.``/``:`` as ``-`` (``0``
+    """docs/dns-behaviour.md §2.4: ``hostname``, else the address with ``.``/``:`` as ``-`` (``0``
     appended when that ends in ``-``)."""
     if ep.get("hostname"):
         return str(ep["hostname"])
@@ -183,7 +183,7 @@ def endpoint_hostname(ep: JSONObj, address: str) -> str:
 
 
 def object_cases(objs: Sequence[JSONObj]) -> list[Case]:
-    """Every name/type the objects define, written from SPEC.md (not from the
+    """Every name/type the objects define, written from docs/dns-behaviour.md (not from the
     server's code): per import A/AAAA/SRV and ``_<port>._<proto>`` SRV of named
     ports; per MCS slice with a cluster id every endpoint name (ready or not) and
     its ``<clusterid>.<svc>`` level; per namespace ``<ns>.svc``."""
@@ -598,9 +598,9 @@ Z = ZONE
 #: each); every entry must match at least one row
 KNOWN_DIFFERENCES: list[Known] = [
     # -- deliberate deviations (README "Where it differs from CoreDNS")
-    Known('deviation: MCS DNS schema "1.0.0" (SPEC 3); CoreDNS answers the cluster '
+    Known('deviation: MCS DNS schema "1.0.0" (§3.3); CoreDNS answers the cluster '
           'DNS schema "1.1.0"', (f"dns-version.{Z}. TXT",), "NOERROR", "NOERROR"),
-    Known("deviation: `<clusterid>.<svc>` is an empty non-terminal, NODATA (SPEC 2, "
+    Known("deviation: `<clusterid>.<svc>` is an empty non-terminal, NODATA (§2.5, "
           "RFC 8020); CoreDNS answers NXDOMAIN, hiding the endpoint names below",
           tuple(f"{c}.{s}.svc.{Z}. *" for c, s in (
               ("east", "db.conf"), ("west", "db.conf"), ("east", "twohost.conf"),
@@ -619,29 +619,29 @@ KNOWN_DIFFERENCES: list[Known] = [
           "divides 100 by its (address, port) entries before de-duplication (e.g. 25 on "
           "hello's single record)", ("* SRV",), "NOERROR", "NOERROR",
           equal_after=_zero_srv_weight),
-    # -- CoreDNS reads fields the SPEC reads differently
-    Known("SPEC 1: an empty port protocol means TCP; CoreDNS finds no `_http._tcp` for a "
+    # -- CoreDNS reads fields differently from docs/dns-behaviour.md
+    Known("§1.1: an empty port protocol means TCP; CoreDNS finds no `_http._tcp` for a "
           "port without `protocol` (NXDOMAIN)", (f"_http._tcp.named.conf.svc.{Z}. SRV",),
           "NOERROR", "NXDOMAIN"),
-    Known("SPEC 1: FQDN EndpointSlices are ignored; CoreDNS adds a CNAME to the FQDN "
+    Known("§1.2: FQDN EndpointSlices are ignored; CoreDNS adds a CNAME to the FQDN "
           "endpoint (beside the A records: CNAME and other data)",
           (f"ignored.conf.svc.{Z}. A", f"ignored.conf.svc.{Z}. AAAA"), "NOERROR", "NOERROR",
           equal_after=_drop_cname),
-    Known("SPEC 1: an IP entry that does not parse is dropped; CoreDNS answers a CNAME "
+    Known("§1.3: an IP entry that does not parse is dropped; CoreDNS answers a CNAME "
           "to the invalid string", (f"badip.ext.svc.{Z}. A*", f"allbad.ext.svc.{Z}. A*"),
           "NOERROR", "NOERROR", equal_after=_drop_cname),
-    Known("SPEC 1: a slice without source-cluster counts for the service only; CoreDNS "
+    Known("§1.2, §5.4: a slice without source-cluster counts for the service only; CoreDNS "
           "sends no answer at all to the SRV query of such a service (timeout)",
           (f"nolabel.conf.svc.{Z}. SRV", f"_http._tcp.nolabel.conf.svc.{Z}. SRV"),
           "NOERROR", "TIMEOUT"),
-    Known("SPEC 2/3: endpoint names exist for Headless imports only; CoreDNS also answers "
+    Known("§3.2, §5.6: endpoint names exist for Headless imports only; CoreDNS also answers "
           "them for ClusterSetIP imports from their slices",
           (f"*.east.hello.conf.svc.{Z}. A", f"*.west.hello.conf.svc.{Z}. A"),
           "NXDOMAIN", "NOERROR"),
-    Known("SPEC 3: an existing name asked for another type is NODATA; CoreDNS answers "
+    Known("§3.4: an existing name asked for another type is NODATA; CoreDNS answers "
           "NXDOMAIN for non-TXT types at dns-version and for TXT at the apex",
           (f"dns-version.{Z}. A", f"{Z}. TXT"), "NOERROR", "NXDOMAIN", ours_empty=True),
-    Known("SPEC 3: `<ns>.svc` exists only while an import exists in the namespace; "
+    Known("§3.4: `<ns>.svc` exists only while an import exists in the namespace; "
           "CoreDNS answers NODATA for any namespace object", (f"orphan.svc.{Z}. A",),
           "NXDOMAIN", "NOERROR", coredns_empty=True),
     # -- environment

@@ -1,6 +1,6 @@
 """Helpers for the dig-based conformance suite.
 
-Written from /work/shared/SPEC.md, not from the server's code:
+Written from docs/dns-behaviour.md, not from the server's code:
 
 * ``run_dig`` runs the real ``dig`` binary and parses its normal text output
   (dig 9.18 has no ``+json``) into a :class:`DigResult`;

@@ -35,7 +35,7 @@ def test_every_answer_difference_is_documented(compare: ModuleType, comparison: 
     bad = compare.unexplained_rows(comparison.all_rows)
     assert not bad, (
         "differences from CoreDNS not in KNOWN_DIFFERENCES (bench/compare_coredns.py); "
-        "decide from SPEC.md whether ours is wrong or document the deviation:\n"
+        "decide from docs/dns-behaviour.md whether ours is wrong or document the deviation:\n"
         "| case | clusterset-dns | CoreDNS |\n" + "\n".join(row_text(r) for r in bad))
 
 

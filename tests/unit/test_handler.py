@@ -493,7 +493,8 @@ SEEDS = [
 
 
 def _expect_answer(data: bytes) -> bool:
-    """SPEC.md: dropped only when no header can be read, or when it is a response."""
+    """docs/dns-behaviour.md §3.5: dropped only when no header can be read, or when it is
+    a response."""
     return len(data) >= 12 and not data[2] & 0x80
 
 
