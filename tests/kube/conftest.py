@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dnsserver import ServerProcess
-from peers import KubeAPI
+
+from clusterset_dns_testkit.dnsserver import ServerProcess
+from clusterset_dns_testkit.peers import KubeAPI
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

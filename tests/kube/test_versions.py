@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dnsserver import ServerProcess, expect, wait_for
-from peers import KubeAPI, crd_path
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.peers import KubeAPI, crd_path
 
 from .objects import V1ALPHA1, V1ALPHA2, a, endpoint_slice, fqdn, service_import
 

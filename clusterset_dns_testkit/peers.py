@@ -6,7 +6,7 @@ holding ``kube-apiserver`` and ``etcd``) or else from the cache that
 
 Typical use::
 
-    from peers import KubeAPI, CoreDNS   # with tests/support on sys.path
+    from clusterset_dns_testkit.peers import CoreDNS, KubeAPI
 
     with KubeAPI() as api:                           # etcd + kube-apiserver, ready
         api.install_crds([api.crd_path("mcs-api-v0.5.0")])
@@ -76,7 +76,7 @@ from typing import Any
 import yaml
 
 HOST = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 OWN_CRD_DIR = REPO_ROOT / "tests" / "crds"
 SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"
 CRD_API = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
