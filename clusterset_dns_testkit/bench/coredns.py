@@ -9,8 +9,9 @@ import time
 
 from clusterset_dns_testkit import peers
 from clusterset_dns_testkit.bench.common import LOOPBACK, SERVER_CORE, ZONE, Skip, log
-from clusterset_dns_testkit.bench.net import dns_rcode, free_port
+from clusterset_dns_testkit.bench.net import dns_rcode
 from clusterset_dns_testkit.bench.servers import Context, Server, spawn, wait_until
+from clusterset_dns_testkit.peers import free_port
 
 
 def start_coredns(ctx: Context) -> Server:

@@ -8,10 +8,9 @@ import subprocess
 import time
 
 from clusterset_dns_testkit.bench.common import LOOPBACK, SERVER_CORE, ZONE, Skip
-from clusterset_dns_testkit.bench.net import free_port
 from clusterset_dns_testkit.bench.servers import Context, Server, spawn, wait_until
+from clusterset_dns_testkit.peers import free_port
 
-# ---- Knot ---------------------------------------------------------------
 _DOMAIN_FIELDS = {"NS": [0], "CNAME": [0], "PTR": [0], "DNAME": [0], "SOA": [0, 1],
                   "MX": [1], "SRV": [3]}
 

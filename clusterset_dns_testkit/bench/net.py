@@ -1,4 +1,4 @@
-"""A small DNS client for readiness, and free loopback ports."""
+"""A small DNS client for readiness checks."""
 
 from __future__ import annotations
 
@@ -22,19 +22,3 @@ def dns_rcode(port: int, qname: str = ZONE, qtype: str = "SOA", timeout: float =
     if len(data) < 12 or data[0:2] != msg[0:2]:
         return None
     return data[3] & 0x0F
-
-
-def free_port() -> int:
-    """A port free for both UDP and TCP on 127.0.0.1."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            u.bind((LOOPBACK, 0))
-            port = u.getsockname()[1]
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-                try:
-                    t.bind((LOOPBACK, port))
-                except OSError:
-                    continue
-        return int(port)
-    raise RuntimeError("no free port")
-

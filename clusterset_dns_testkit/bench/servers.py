@@ -24,8 +24,9 @@ from clusterset_dns_testkit.bench.common import (
     SERVER_CORES_2,
     log,
 )
-from clusterset_dns_testkit.bench.net import dns_rcode, free_port
+from clusterset_dns_testkit.bench.net import dns_rcode
 from clusterset_dns_testkit.bench.procs import process_tree, start_time
+from clusterset_dns_testkit.peers import free_port
 
 
 @dataclass
