@@ -45,7 +45,6 @@ from clusterset_dns_testkit.bench.servers import Context, Server, ours_version, 
 HERE = Path(__file__).resolve().parent
 
 
-# --------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="clusterset-dns benchmark (see bench/README.md)")
     p.add_argument("--quick", action="store_true",
