@@ -291,3 +291,25 @@ def test_own_proposal_crd_serves_both_layouts() -> None:
         assert {"type", "ips", "ports"} <= set(schema["properties"])
         assert schema["properties"]["ports"]["items"]["properties"]["protocol"]["default"] == "TCP"
     assert "clusters" in root["properties"]
+
+
+@pytest.mark.parametrize(("group", "annotations", "approved"), [
+    ("about.k8s.io", {}, "unapproved, test copy without the annotation"),
+    ("k8s.io", {}, "unapproved, test copy without the annotation"),
+    ("apps.kubernetes.io", {}, "unapproved, test copy without the annotation"),
+    ("about.k8s.io", {"api-approved.kubernetes.io": "https://example/pr/1"},
+     "https://example/pr/1"),
+    ("multicluster.x-k8s.io", {}, None),
+    ("multicluster.status.test", {}, None),
+])
+def test_protected_groups_get_the_approval_annotation(
+        group: str, annotations: dict[str, str], approved: str | None) -> None:
+    """The API server refuses a CRD of a *.k8s.io / *.kubernetes.io group without the
+    api-approved annotation (x-k8s.io is free); the harness adds "unapproved", which
+    the server accepts, and leaves the caller's CRD as it was."""
+    crd = {"kind": "CustomResourceDefinition",
+           "metadata": {"name": f"things.{group}", "annotations": dict(annotations)},
+           "spec": {"group": group}}
+    out = peers._approve_protected_group(crd)
+    assert out["metadata"]["annotations"].get("api-approved.kubernetes.io") == approved
+    assert crd["metadata"]["annotations"] == annotations
