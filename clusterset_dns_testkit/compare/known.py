@@ -61,7 +61,8 @@ class Known:
 
 Z = ZONE
 #: every row where the two servers differ must match one of these (one-line reason
-#: each); every entry must match at least one row
+#: each); every entry must match at least one row. "§N" is a section of
+#: docs/dns-behaviour.md.
 KNOWN_DIFFERENCES: list[Known] = [
     # -- deliberate deviations (README "Where it differs from CoreDNS")
     Known('deviation: MCS DNS schema "1.0.0" (§3.3); CoreDNS answers the cluster '
