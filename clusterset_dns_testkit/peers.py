@@ -118,6 +118,11 @@ OWN_CRDS = {
 }
 
 
+# Released sets the Go module proxy may refuse (sigs.k8s.io/about-api: 403): our own
+# model of the same resource stands in when scripts/fetch-crds could not fetch it.
+FALLBACK_CRDS = {"about-api": OWN_CRD_DIR / "about-api-clusterproperties.yaml"}
+
+
 def released_crd_dir() -> Path:
     """Where the released CRD sets are: ``$CLUSTERSET_DNS_SHARED/crds`` when that
     override is set (a directory laid out like the cache), else the cache that
@@ -134,6 +139,8 @@ def crd_path(variant: str) -> Path:
         return OWN_CRDS[variant]
     if variant in RELEASED_CRDS:
         p = released_crd_dir() / variant
+        if not p.is_dir() and variant in FALLBACK_CRDS:
+            return FALLBACK_CRDS[variant]
         if not p.is_dir():
             raise PeerError(f"CRD set {variant!r} not found in {p.parent}: run "
                             "`scripts/fetch-crds` (or set CLUSTERSET_DNS_SHARED)")
