@@ -10,13 +10,18 @@ option-less EDNS OPT, as dnsperf -e sends) and over a few pure shapes.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+# This checkout's clusterset_dns, whatever else is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from dnslib import EDNS0, DNSRecord
 
 from clusterset_dns.cache import Cache
+from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
@@ -52,7 +57,7 @@ def main() -> int:
     args = parser.parse_args()
     cache = Cache(ZoneNames("clusterset.local"), 5)
     ManifestSource(args.manifests, cache.apply, 0).scan()
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, Config().edns_udp_size)
     if args.queries:
         lines = args.queries.read_text().split("\n")[:20000]
         questions = [tuple(line.split()[:2]) for line in lines if line.strip()]

@@ -67,8 +67,8 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         await child.connect()
     sink = Sink(cache, children)
     dns = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                    reuse_port=bool(children), max_tcp_connections=config.max_tcp_connections,
-                    stats=handler.stats)
+                    reuse_port=bool(children), udp_io=config.udp_io,
+                    max_tcp_connections=config.max_tcp_connections, stats=handler.stats)
 
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
@@ -98,8 +98,9 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
                         config.startup_timeout)
         await dns.start()
+        metrics.udp_io.labels(dns.udp_mode).set(1)
         for child in children:
-            child.send([("serve", None, None)])
+            child.send(workers.StartServing())
         log.info("ready: %s", cache.counts())
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)

@@ -4,8 +4,8 @@ Sources (manifest files, the Kubernetes watch) describe changes as a list of
 :data:`Op`; :meth:`Cache.apply` applies one list and rebuilds the services it
 touched before returning. The answer dicts are changed in place inside that
 one synchronous call, so on the event loop a query sees either all of an
-update or none of it. Ops are plain picklable tuples so that the same list
-can be fanned out to worker processes.
+update or none of it. Ops are small frozen dataclasses (picklable) so that the
+same list can be fanned out to worker processes.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import ctypes
 import gc
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from clusterset_dns import wire
 from clusterset_dns.model import IP, EndpointSlice, ObjectKey, ServiceImport
@@ -26,11 +25,46 @@ from clusterset_dns.records import Built, RecordBuilder
 
 log = logging.getLogger(__name__)
 
-# ("import", key, object or None to delete) | ("slice", ...) |
-# ("replace-imports", None, {key: object}) | ("replace-slices", ...) | ("synced", None, bool)
-# | ("serve", None, None): for worker processes only, "start listening now".
-OpKind = Literal["import", "slice", "replace-imports", "replace-slices", "synced", "serve"]
-Op = tuple[OpKind, object, object]
+
+
+@dataclass(frozen=True, slots=True)
+class PutImport:
+    """Store a ServiceImport under ``key``; ``obj`` None deletes it."""
+
+    key: ObjectKey
+    obj: ServiceImport | None
+
+
+@dataclass(frozen=True, slots=True)
+class PutSlice:
+    """Store an EndpointSlice under ``key``; ``obj`` None deletes it."""
+
+    key: ObjectKey
+    obj: EndpointSlice | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceImports:
+    """The complete set of ServiceImports (a list): what it lacks is deleted."""
+
+    objects: Mapping[ObjectKey, ServiceImport]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceSlices:
+    """The complete set of EndpointSlices (a list): what it lacks is deleted."""
+
+    objects: Mapping[ObjectKey, EndpointSlice]
+
+
+@dataclass(frozen=True, slots=True)
+class SetSynced:
+    """Every source has delivered its first complete state (or lost it)."""
+
+    synced: bool
+
+
+Op = PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced
 Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
 
 
@@ -81,25 +115,23 @@ class Cache:
 
     def apply(self, ops: Iterable[Op]) -> None:
         dirty: set[ObjectKey] = set()
-        for kind, key, value in ops:
-            if kind == "import":
-                self._put_import(key, value, dirty)  # type: ignore[arg-type]
-            elif kind == "slice":
-                self._put_slice(key, value, dirty)  # type: ignore[arg-type]
-            elif kind == "replace-imports":
-                new = dict(value)  # type: ignore[call-overload]
-                for old_key in [k for k in self.imports if k not in new]:
+        for op in ops:
+            if isinstance(op, PutImport):
+                self._put_import(op.key, op.obj, dirty)
+            elif isinstance(op, PutSlice):
+                self._put_slice(op.key, op.obj, dirty)
+            elif isinstance(op, ReplaceImports):
+                for old_key in [k for k in self.imports if k not in op.objects]:
                     self._put_import(old_key, None, dirty)
-                for new_key, obj in new.items():
-                    self._put_import(new_key, obj, dirty)
-            elif kind == "replace-slices":
-                new = dict(value)  # type: ignore[call-overload]
-                for old_key in [k for k in self.slices if k not in new]:
+                for new_key, imp in op.objects.items():
+                    self._put_import(new_key, imp, dirty)
+            elif isinstance(op, ReplaceSlices):
+                for old_key in [k for k in self.slices if k not in op.objects]:
                     self._put_slice(old_key, None, dirty)
-                for new_key, obj in new.items():
-                    self._put_slice(new_key, obj, dirty)
-            elif kind == "synced":
-                self.zone.synced = bool(value)
+                for new_key, piece in op.objects.items():
+                    self._put_slice(new_key, piece, dirty)
+            else:
+                self.zone.synced = op.synced
         if dirty:
             for service in dirty:
                 self._rebuild(service)

@@ -1,38 +1,129 @@
-"""One frozen configuration object, built by the CLI, read by everything else."""
+"""One frozen configuration object, built by the CLI, read by everything else.
+
+Each field carries its command-line flag in its metadata (help text, parser,
+whether it repeats, which commands take it), so defaults live here and only
+here; :meth:`Config.__post_init__` is the one place values are validated.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from ipaddress import ip_address
 from pathlib import Path
+from typing import Any
 
+from clusterset_dns import names
 from clusterset_dns.model import IP
 
 HostPort = tuple[str, int]
 
+SERVE = ("serve",)
+SERVE_AND_DUMP = ("serve", "dump")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message names the flag."""
+
+
+def parse_listen(value: str) -> HostPort:
+    """``127.0.0.1:53``, ``[::1]:53``, ``:53`` (every address) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"listen address {value!r} is not HOST:PORT")
+    host = host.strip("[]")
+    return host or "::", int(port)
+
+
+def parse_listen_or_off(value: str) -> HostPort | None:
+    return None if value == "off" else parse_listen(value)
+
+
+def flag(default: Any, help: str, *, parse: Callable[[str], Any] = str, repeat: bool = False,
+         choices: tuple[str, ...] | None = None, commands: tuple[str, ...] = SERVE,
+         name: str | None = None) -> Any:
+    """A field that is also a command-line flag (``--<field-name>`` unless ``name``)."""
+    meta = {"help": help, "parse": parse, "repeat": repeat, "choices": choices,
+            "commands": commands, "name": name}
+    return field(default=default, metadata=meta)
+
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    zone: str = "clusterset.local"
-    ttl: int = 5
-    listen: tuple[HostPort, ...] = (("::", 53),)
-    health_listen: HostPort | None = ("::", 8080)
-    ready_listen: HostPort | None = ("::", 8181)
-    metrics_listen: HostPort | None = ("::", 9153)
-    log_level: str = "info"
-    log_format: str = "text"
+    # Zone data.
+    manifests: Path | None = flag(
+        None, "YAML/JSON file or directory of ServiceImports and EndpointSlices (re-read on "
+        "change); without it, the Kubernetes API is watched", parse=Path, commands=SERVE_AND_DUMP)
+    zone: str = flag("clusterset.local", "zone served", commands=SERVE_AND_DUMP)
+    ttl: int = flag(5, "TTL of every record and of negative answers, 0..3600", parse=int,
+                    commands=SERVE_AND_DUMP)
+    ns_addresses: tuple[IP, ...] = flag(
+        (), "address of ns.dns.<zone> (A/AAAA), repeatable", parse=ip_address, repeat=True,
+        commands=SERVE_AND_DUMP, name="ns-address")
+    # Listeners.
+    listen: tuple[HostPort, ...] = flag(
+        (("::", 53),), "DNS address HOST:PORT (UDP and TCP), repeatable; :PORT = every address",
+        parse=parse_listen, repeat=True)
+    health_listen: HostPort | None = flag(("::", 8080), "HOST:PORT of /health, or off",
+                                          parse=parse_listen_or_off)
+    ready_listen: HostPort | None = flag(("::", 8181), "HOST:PORT of /ready, or off",
+                                         parse=parse_listen_or_off)
+    metrics_listen: HostPort | None = flag(("::", 9153), "HOST:PORT of /metrics, or off",
+                                           parse=parse_listen_or_off)
+    log_level: str = flag("info", "log level", choices=LOG_LEVELS)
+    log_format: str = flag("text", "log format (json: one object a line)", choices=LOG_FORMATS)
     # Sources: manifest files when set, else the Kubernetes API.
-    manifests: Path | None = None
-    poll_interval: float = 0.5
-    kubeconfig: Path | None = None
-    context: str | None = None
-    serviceimport_apis: tuple[str, ...] = ()  # "group/version"; empty = discover
-    namespaces: tuple[str, ...] = ()  # empty = all
-    watch_timeout: float = 300.0  # server-side timeout of one watch request
-    inactivity_timeout: float = 600.0  # reconnect a stream silent for this long
-    startup_timeout: float = 5.0
+    poll_interval: float = flag(0.5, "seconds between checks of --manifests for changes",
+                                parse=float)
+    kubeconfig: Path | None = flag(
+        None, "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
+        parse=Path)
+    context: str | None = flag(None, "kubeconfig context")
+    serviceimport_apis: tuple[str, ...] = flag(
+        (), "GROUP/VERSION of ServiceImports to watch, repeatable (default: discover "
+        "multicluster.x-k8s.io)", repeat=True, name="serviceimport-api")
+    namespaces: tuple[str, ...] = flag((), "serve only this namespace, repeatable (default: all)",
+                                       parse=str.lower, repeat=True, name="namespace")
+    watch_timeout: float = flag(300.0, "seconds one watch request lasts before it is renewed",
+                                parse=float)
+    inactivity_timeout: float = flag(600.0, "reconnect a watch silent for this many seconds",
+                                     parse=float)
+    startup_timeout: float = flag(5.0, "seconds to wait for the first full sync before serving",
+                                  parse=float)
     # Serving.
-    workers: int = 1
-    tcp_idle_timeout: float = 10.0
-    max_tcp_connections: int = 0  # 0 = half the descriptor limit, at most 1,024
-    edns_udp_size: int = 1232
-    ns_addresses: tuple[IP, ...] = ()
+    workers: int = flag(1, "server processes sharing the port (SO_REUSEPORT)", parse=int)
+    tcp_idle_timeout: float = flag(
+        10.0, "seconds without progress (nothing received, nothing drained) before a TCP "
+        "connection is closed; aborted if answers are still unsent", parse=float)
+    max_tcp_connections: int = flag(
+        0, "concurrent TCP connections per process; more are closed at once (0 = half the "
+        "descriptor limit, at most 1024)", parse=int)
+    edns_udp_size: int = flag(1232, "largest UDP answer with EDNS (512..4096)", parse=int)
+    udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
+                       "(recvfrom/sendto), or auto (batched where available)",
+                       choices=("auto", "batched", "plain"))
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, flag_name: str, why: str) -> None:
+            if not ok:
+                raise ConfigError(f"--{flag_name}: {why}")
+
+        try:
+            names.ZoneNames(self.zone)
+        except (ValueError, UnicodeError) as exc:
+            raise ConfigError(f"--zone {self.zone!r} is not a usable domain name: {exc}") from None
+        need(bool(names.split(self.zone)), "zone", "the root zone cannot be served")
+        need(0 <= self.ttl <= 3600, "ttl", "must be within 0..3600")
+        need(self.workers >= 1, "workers", "must be at least 1")
+        need(self.max_tcp_connections >= 0, "max-tcp-connections", "must not be negative")
+        need(512 <= self.edns_udp_size <= 4096, "edns-udp-size", "must be within 512..4096")
+        need(bool(self.listen), "listen", "at least one address is needed")
+        for name in ("poll_interval", "watch_timeout", "inactivity_timeout", "tcp_idle_timeout"):
+            need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
+        need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
+        for api in self.serviceimport_apis:
+            group, _, version = api.partition("/")
+            need(bool(group and version and "/" not in version), "serviceimport-api",
+                 f"{api!r} is not GROUP/VERSION")

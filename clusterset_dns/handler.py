@@ -43,7 +43,7 @@ class Stats:
 
 
 class Handler:
-    def __init__(self, zone: Zone, udp_payload_cap: int = 1232) -> None:
+    def __init__(self, zone: Zone, udp_payload_cap: int) -> None:
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
         self.cap = max(512, udp_payload_cap)

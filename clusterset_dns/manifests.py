@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Op
+from clusterset_dns.cache import Op, ReplaceImports, ReplaceSlices, SetSynced
 from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
 
 log = logging.getLogger(__name__)
@@ -406,10 +406,10 @@ class ManifestSource:
             del self.files[gone]
             changed = True
         if changed or not self.synced:
-            ops: list[Op] = [("replace-imports", None, self._merge("imports")),
-                             ("replace-slices", None, self._merge("slices"))]
+            ops: list[Op] = [ReplaceImports(self._merge("imports")),
+                             ReplaceSlices(self._merge("slices"))]
             if not self.synced:
-                ops.append(("synced", None, True))
+                ops.append(SetSynced(True))
                 self.synced = True
             return ops
         return []

@@ -37,6 +37,9 @@ relists = Counter("clusterset_dns_relists_total", "Full lists of a resource", ["
                   registry=registry)
 last_event = Gauge("clusterset_dns_last_event_timestamp_seconds",
                    "When the last watch event arrived", ["resource"], registry=registry)
+udp_io = Gauge("clusterset_dns_udp_io",
+               "1 for the UDP I/O path in use: recvmmsg/sendmmsg (batched) or recvfrom/sendto",
+               ["mode"], registry=registry)
 update_seconds = Histogram("clusterset_dns_update_seconds",
                            "Time to rebuild answers for one batch of changes",
                            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),

@@ -10,6 +10,8 @@ import socket
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from clusterset_dns import udpbatch
+
 log = logging.getLogger(__name__)
 
 Handle = Callable[[bytes, bool], "bytes | None"]
@@ -28,14 +30,6 @@ WRITE_CHUNK = 16 << 10
 MAX_TCP_CONNECTIONS = 1024
 FD_LIMIT_IF_UNLIMITED = 1 << 20
 
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """``127.0.0.1:53``, ``[::1]:53``, ``:53`` (every address) -> (host, port)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"listen address {value!r} is not HOST:PORT")
-    host = host.strip("[]")
-    return host or "::", int(port)
 
 
 def make_socket(host: str, port: int, kind: int, reuse_port: bool) -> socket.socket:
@@ -65,15 +59,16 @@ def make_socket(host: str, port: int, kind: int, reuse_port: bool) -> socket.soc
 
 
 class UDPReader:
-    """Answers a UDP socket from the loop's reader callback, draining up to ``BATCH``
-    datagrams per wake-up with plain ``recvfrom``/``sendto``.
+    """The portable path: answers a UDP socket from the loop's reader callback,
+    draining up to ``BATCH`` datagrams per wake-up with ``recvfrom``/``sendto``.
 
     This skips the transport layer's per-datagram work (buffer management, protocol
     dispatch), which costs more than answering a query from the ready-made cache.
     Still on the loop thread, so updates and queries never interleave."""
 
-    BATCH = 64  # then yield to the loop, so a flood cannot starve the watch
-    MAX_QUERY = 4096  # a DNS query over UDP is a few hundred bytes at most
+    kind = "recvfrom/sendto"
+    BATCH = udpbatch.BATCH  # then yield to the loop, so a flood cannot starve the watch
+    MAX_QUERY = udpbatch.MAX_QUERY
 
     def __init__(self, sock: socket.socket, handle: Handle) -> None:
         self.sock = sock
@@ -103,6 +98,22 @@ class UDPReader:
                     sendto(response, addr)
                 except OSError as exc:  # send buffer full: UDP may drop, the client retries
                     log.debug("UDP send to %s: %s", addr, exc)
+
+
+UDPIO = ("auto", "batched", "plain")
+
+
+def udp_reader(sock: socket.socket, handle: Handle, mode: str) -> UDPReader | udpbatch.BatchReader:
+    """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
+    batched where the system has it, else plain."""
+    if mode != "plain":
+        reason = udpbatch.available()
+        if reason is None:
+            return udpbatch.BatchReader(sock, handle)
+        if mode == "batched":
+            raise OSError(f"--udp-io batched: {reason}")
+        log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
+    return UDPReader(sock, handle)
 
 
 class ConnectionStats(Protocol):
@@ -289,16 +300,17 @@ class DNSServer:
     """Every UDP and TCP listener of one process."""
 
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
-                 reuse_port: bool = False, max_tcp_connections: int = 0,
+                 reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start."""
         self.handle = handle
+        self.udp_io = udp_io
         self.listen = listen
         self.tcp_idle_timeout = tcp_idle_timeout
         self.reuse_port = reuse_port
         self.max_tcp_connections = max_tcp_connections
         self.stats: ConnectionStats = stats if stats is not None else Counters()
-        self.readers: list[UDPReader] = []
+        self.readers: list[UDPReader | udpbatch.BatchReader] = []
         self.servers: list[asyncio.Server] = []
         self.connections: set[TCPProtocol] = set()
         self.read_view = memoryview(bytearray(READ_SIZE))  # see TCPProtocol
@@ -312,7 +324,7 @@ class DNSServer:
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
-            reader = UDPReader(udp, self.handle)
+            reader = udp_reader(udp, self.handle, self.udp_io)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(
@@ -320,9 +332,14 @@ class DNSServer:
                 sock=tcp, backlog=1024)
             self.servers.append(server)
             self.bound.append(udp.getsockname()[:2])
-        log.info("serving DNS on %s (UDP and TCP); at most %d TCP connections "
+        log.info("serving DNS on %s (UDP and TCP; UDP I/O: %s); at most %d TCP connections "
                  "(descriptor limit %d)", ", ".join(f"{h}:{p}" for h, p in self.bound),
-                 self.max_tcp_connections, fd_limit)
+                 self.udp_mode, self.max_tcp_connections, fd_limit)
+
+    @property
+    def udp_mode(self) -> str:
+        """How UDP datagrams are read and answered (log and metrics)."""
+        return self.readers[0].kind if self.readers else "none"
 
     def bind(self, host: str, port: int) -> tuple[socket.socket, socket.socket]:
         udp = make_socket(host, port, socket.SOCK_DGRAM, self.reuse_port)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clusterset_dns import convert, metrics
-from clusterset_dns.cache import Op
+from clusterset_dns.cache import Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.kube import ApiError, KubeClient, KubeError
 from clusterset_dns.model import ObjectKey
@@ -56,23 +56,24 @@ class NotServed(Exception):
 class Resource:
     label: str  # for logs and metrics: "serviceimports multicluster.x-k8s.io/v1beta1"
     path: str  # collection path, e.g. /apis/discovery.k8s.io/v1/endpointslices
-    op_kind: str  # "import" or "slice"
+    op_kind: str  # "import" or "slice": metric label and invalid-object kind
     selector: str | None  # label selector, applied by the API server
-    to_model: Callable[[Mapping[str, Any], Callable[[str], None]], object | None]
+    to_model: Callable[[Mapping[str, Any], Callable[[str], None]], Any]
+    put: Callable[[ObjectKey, Any], Op]  # the cache op storing (or, None, deleting) one
 
 
 def import_resource(group_version: str, namespace: str | None) -> Resource:
     scope = f"/namespaces/{namespace}" if namespace else ""
     return Resource(f"serviceimports {group_version}{' in ' + namespace if namespace else ''}",
                     f"/apis/{group_version}{scope}/serviceimports", "import", None,
-                    convert.service_import)
+                    convert.service_import, PutImport)
 
 
 def slice_resource(namespace: str | None) -> Resource:
     scope = f"/namespaces/{namespace}" if namespace else ""
     return Resource(f"endpointslices{' in ' + namespace if namespace else ''}",
                     f"/apis/discovery.k8s.io/v1{scope}/endpointslices", "slice",
-                    convert.SERVICE_NAME_LABEL, convert.endpoint_slice)
+                    convert.SERVICE_NAME_LABEL, convert.endpoint_slice, PutSlice)
 
 
 class Backoff:
@@ -141,7 +142,7 @@ class Reflector:
                     continue
                 key, model = converted
                 seen.add(key)
-                ops.append((self.resource.op_kind, key, model))  # type: ignore[arg-type]
+                ops.append(self.resource.put(key, model))
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             del page
@@ -149,7 +150,7 @@ class Reflector:
                 break
             params["continue"] = token
         for gone in self.known - seen:
-            ops.append((self.resource.op_kind, gone, None))  # type: ignore[arg-type]
+            ops.append(self.resource.put(gone, None))
         self.known = seen
         self.resource_version = meta.get("resourceVersion")
         metrics.relists.labels(self.resource.op_kind).inc()
@@ -184,12 +185,12 @@ class Reflector:
                 if converted is not None:
                     key, model = converted
                     self.known.add(key)
-                    self.apply([(self.resource.op_kind, key, model)])  # type: ignore[list-item]
+                    self.apply([self.resource.put(key, model)])
             elif kind == "DELETED":
                 deleted = _safe_key(obj)
                 if deleted is not None:
                     self.known.discard(deleted)
-                    self.apply([(self.resource.op_kind, deleted, None)])  # type: ignore[list-item]
+                    self.apply([self.resource.put(deleted, None)])
             if version:
                 self.resource_version = version
             self.backoff.reset()  # the stream works: forget earlier errors
@@ -298,7 +299,7 @@ class KubeSource:
         kinds = {r.resource.op_kind for r in self.reflectors}
         if kinds == {"import", "slice"} and all(r.listed for r in self.reflectors):
             log.info("synced: every resource listed once")
-            self.apply([("synced", None, True)])
+            self.apply([SetSynced(True)])
 
     async def _imports(self) -> None:
         """ServiceImport reflectors; discovered again when their version stops being

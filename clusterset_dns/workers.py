@@ -18,6 +18,7 @@ import signal
 import socket
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from clusterset_dns.cache import Cache, Op
 from clusterset_dns.config import Config
@@ -27,6 +28,14 @@ from clusterset_dns.server import DNSServer
 
 log = logging.getLogger(__name__)
 _FRAME = struct.Struct("!I")
+
+
+@dataclass(frozen=True, slots=True)
+class StartServing:
+    """Parent -> worker: the first sync is done (or timed out); open the listeners."""
+
+
+Message = list[Op] | StartServing
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> object:
@@ -62,9 +71,9 @@ class Worker:
         except (asyncio.IncompleteReadError, ConnectionError):
             log.warning("worker %d went away", self.pid)
 
-    def send(self, ops: list[Op]) -> None:
+    def send(self, message: Message) -> None:
         if self.writer is not None and not self.writer.is_closing():
-            self.writer.write(_frame(ops))
+            self.writer.write(_frame(message))
 
     def stop(self) -> None:
         if self._task is not None:
@@ -113,18 +122,19 @@ async def worker_main(config: Config, sock: socket.socket) -> int:
     """A child: apply the parent's ops, serve DNS once told to, report counters."""
     stop, cache, handler = process_state(config)
     server = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                       reuse_port=True, max_tcp_connections=config.max_tcp_connections,
-                       stats=handler.stats)
+                       reuse_port=True, udp_io=config.udp_io,
+                       max_tcp_connections=config.max_tcp_connections, stats=handler.stats)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
 
     async def receive() -> None:
         try:
             while True:
-                ops = await _read_frame(reader)
-                assert isinstance(ops, list)
-                if any(kind == "serve" for kind, _, _ in ops):
+                message = await _read_frame(reader)
+                if isinstance(message, StartServing):
                     await server.start()
-                cache.apply([op for op in ops if op[0] != "serve"])
+                else:
+                    assert isinstance(message, list)
+                    cache.apply(message)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the parent is gone
         stop.set()

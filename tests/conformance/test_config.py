@@ -1,4 +1,4 @@
-"""Our own server only: the configurable parts of SPEC.md section 3 (TTL
+"""Our own server only: the configurable parts of docs/dns-behaviour.md §3 (TTL
 0..3600, zone, EDNS UDP cap) and the manifests PATH forms (single file)."""
 
 from __future__ import annotations
@@ -146,3 +146,16 @@ def test_full_data_served_once_ready(start_server: Callable[..., ServerProcess])
         run_dig(srv.host, srv.port, svc("dotted", "ext"), "A"),
         answer=a_records(svc("dotted", "ext"), ["10.5.0.1", "10.5.0.2", "10.5.1.1"]),
     )
+
+
+@pytest.mark.parametrize(("mode", "shown"), [("batched", "recvmmsg/sendmmsg"),
+                                             ("plain", "recvfrom/sendto")])
+def test_udp_io_option(start_server: Callable[..., ServerProcess], mode: str, shown: str) -> None:
+    """Both UDP paths answer the same; the one in use is in the log and in a metric. (The
+    whole suite runs on the default, batched on Linux; scripts/test runs it once more
+    with CLUSTERSET_DNS_UDP_IO=plain.)"""
+    srv = start_server(OBJECTS_DIR, "--udp-io", mode)
+    check(run_dig(srv.host, srv.port, HELLO, "A"), answer=a_records(HELLO, ["10.42.0.10"]))
+    check_nxdomain(run_dig(srv.host, srv.port, svc("nosuch"), "A"))
+    assert srv.metric("clusterset_dns_udp_io", mode=shown) == 1
+    assert f"UDP I/O: {shown}" in srv.log_text()

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import dns.message
 import pytest
-from dnsserver import ServerProcess, expect, wait_for
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -25,7 +25,8 @@ import dns.rdatatype
 import dns.rrset
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Cache
+from clusterset_dns.cache import Cache, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
 from clusterset_dns.names import ZoneNames
 
@@ -119,9 +120,9 @@ def build_cache(imports: Iterable[dict[str, Any]] = (), slices: Iterable[dict[st
     pieces = [convert.endpoint_slice(obj) for obj in slices]
     cache = Cache(ZoneNames(ZONE), ttl, ns_addresses)
     cache.apply([
-        ("replace-imports", None, {(m.namespace, m.name): m for m in models}),
-        ("replace-slices", None, {(p.namespace, p.name): p for p in pieces if p is not None}),
-        ("synced", None, synced),
+        ReplaceImports({(m.namespace, m.name): m for m in models}),
+        ReplaceSlices({(p.namespace, p.name): p for p in pieces if p is not None}),
+        SetSynced(synced),
     ])
     return cache
 
@@ -198,6 +199,9 @@ def decode(response: bytes) -> Reply:
     assert ar == len(reply.additional) + (1 if msg.opt is not None else 0), \
         f"ARCOUNT {ar} but records {reply.additional}"
     return reply
+
+
+DEFAULT_UDP_CAP = Config().edns_udp_size  # the server's default --edns-udp-size
 
 
 def ask(handler: Handler, data: bytes, tcp: bool = False) -> Reply:

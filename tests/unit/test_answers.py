@@ -1,4 +1,4 @@
-"""Answers of the handler over a small zone (SPEC.md sections 2 and 3).
+"""Answers of the handler over a small zone (docs/dns-behaviour.md §2 and §3).
 
 The objects below are raw API dicts, converted by :mod:`convert` and put in a
 :class:`Cache`; each row of the tables is one query and the whole expected
@@ -14,9 +14,11 @@ import dns.flags
 import dns.rcode
 import pytest
 
+from clusterset_dns.cache import SetSynced
 from clusterset_dns.handler import Handler
 
 from .helpers import (
+    DEFAULT_UDP_CAP,
     SOA,
     ask,
     build_cache,
@@ -270,7 +272,7 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def handler() -> Handler:
-    return Handler(build_cache(IMPORTS, SLICES).zone)
+    return Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
 
 
 @pytest.mark.parametrize(("qname", "qtype", "qclass", "edns", "expected"), ROWS)
@@ -388,12 +390,12 @@ UNSYNCED = [
 def test_before_sync_servfail_instead_of_nxdomain(qname: str, qtype: str, qclass: str,
                                                   edns: bool, expected: Any) -> None:
     cache = build_cache(IMPORTS, SLICES, synced=False)
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     data = query(qname, qtype, rdclass=qclass, edns=0 if edns else None)
     reply = ask(handler, data)
     assert (rcode_name(reply.rcode), reply.answer, reply.authority,
             reply.additional) == expected
-    cache.apply([("synced", None, True)])
+    cache.apply([SetSynced(True)])
     after = ask(handler, data)
     if expected[0] == "SERVFAIL":
         assert after.rcode == dns.rcode.NXDOMAIN
@@ -427,7 +429,7 @@ TTL_ROWS = [
 @pytest.mark.parametrize(("qname", "qtype", "expected"), TTL_ROWS,
                          ids=[f"{n}-{t}" for n, t, _ in TTL_ROWS])
 def test_ttl_option(ttl: int, qname: str, qtype: str, expected: Any) -> None:
-    handler = Handler(build_cache(IMPORTS, SLICES, ttl=ttl).zone)
+    handler = Handler(build_cache(IMPORTS, SLICES, ttl=ttl).zone, DEFAULT_UDP_CAP)
     reply = ask(handler, query(qname, qtype))
     want = tuple(sorted(line.lower() for line in section) for section in expected(ttl))
     assert (reply.answer, reply.authority, reply.additional) == want
@@ -453,6 +455,6 @@ def test_ns_addresses(qname: str, qtype: str, qclass: str, edns: bool, expected:
 
     cache = build_cache(IMPORTS, SLICES, ns_addresses=[ip_address("fd00::53"),
                                                        ip_address("10.0.0.53")])
-    reply = ask(Handler(cache.zone), query(qname, qtype))
+    reply = ask(Handler(cache.zone, DEFAULT_UDP_CAP), query(qname, qtype))
     assert (rcode_name(reply.rcode), reply.answer, reply.authority,
             reply.additional) == expected

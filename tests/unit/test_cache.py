@@ -8,10 +8,11 @@ import dns.rcode
 import pytest
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Op
+from clusterset_dns.cache import Op, PutImport, PutSlice, ReplaceImports, ReplaceSlices, SetSynced
 from clusterset_dns.handler import Handler
 
 from .helpers import (
+    DEFAULT_UDP_CAP,
     SOA,
     ask,
     build_cache,
@@ -37,17 +38,20 @@ DB_WEST = endpoint_slice("db-west", "db", cluster="west.eu", ports=[port(5432, "
 
 def imp_op(raw: dict[str, Any]) -> Op:
     model = convert.service_import(raw)
-    return ("import", (model.namespace, model.name), model)
+    return PutImport((model.namespace, model.name), model)
 
 
 def slice_op(raw: dict[str, Any]) -> Op:
     model = convert.endpoint_slice(raw)
     assert model is not None
-    return ("slice", (model.namespace, model.name), model)
+    return PutSlice((model.namespace, model.name), model)
 
 
 def delete(kind: str, namespace: str, name: str) -> Op:
-    return (kind, (namespace, name), None)  # type: ignore[return-value]
+    return (PutImport if kind == "import" else PutSlice)((namespace, name), None)
+
+
+CURRENT: dict[Any, Any] = {}  # stands for the cache's own imports at that step
 
 
 def answer(handler: Handler, qname: str, qtype: str) -> tuple[str, list[str]]:
@@ -162,15 +166,15 @@ UPDATES: list[tuple[str, list[Op], list[tuple[str, str, tuple[str, list[str]]]]]
      [delete("import", "prod", "nothere"), delete("slice", "prod", "nothere")],
      [(WEB, "A", ok(a(WEB, "10.1.0.1"))), (f"nothere.prod.{Z}", "A", nx())]),
     ("replace-imports-deletes-what-is-gone",
-     [("replace-imports", None, {("prod", "web"): convert.service_import(WEB_RAW)})],
+     [ReplaceImports({("prod", "web"): convert.service_import(WEB_RAW)})],
      [(WEB, "A", ok(a(WEB, "10.1.0.1"))), (DB, "A", nx()), (f"db-0.east.{DB}", "A", nx()),
       (API, "A", nx()), (f"other.{Z}", "A", nx())]),
     ("replace-slices-deletes-what-is-gone",
-     [("replace-slices", None, {("prod", "db-west"): convert.endpoint_slice(DB_WEST)})],
+     [ReplaceSlices({("prod", "db-west"): convert.endpoint_slice(DB_WEST)})],
      [(DB, "A", ok(a(DB, "10.3.0.1"))), (f"db-0.east.{DB}", "A", nx()),
       (f"east.{DB}", "A", nx())]),
     ("replace-with-nothing",
-     [("replace-imports", None, {}), ("replace-slices", None, {})],
+     [ReplaceImports({}), ReplaceSlices({})],
      [(WEB, "A", nx()), (DB, "A", nx()), (API, "A", nx()), (f"prod.{Z}", "A", nx()),
       (Z, "A", nodata()), ("clusterset.local.", "SOA", ok(SOA.lower()))]),
 ]
@@ -180,7 +184,7 @@ UPDATES: list[tuple[str, list[Op], list[tuple[str, str, tuple[str, list[str]]]]]
                          ids=[i for i, _, _ in UPDATES])
 def test_update(ops: list[Op], checks: list[tuple[str, str, tuple[str, list[str]]]]) -> None:
     cache = build_cache(*INITIAL)
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     before = serial(handler)
     cache.apply(ops)
     got = [(qname, qtype, answer(handler, qname, qtype)) for qname, qtype, _ in checks]
@@ -192,7 +196,7 @@ def test_update(ops: list[Op], checks: list[tuple[str, str, tuple[str, list[str]
 @pytest.mark.parametrize("ops", [
     [delete("slice", "prod", "db-east"), delete("slice", "prod", "db-west")],
     [delete("import", "prod", "db")],
-    [("replace-imports", None, {}), ("replace-slices", None, {})],
+    [ReplaceImports({}), ReplaceSlices({})],
 ], ids=["slices", "import", "everything"])
 def test_emptied_service_leaves_no_trace(ops: list[Op]) -> None:
     """After its objects go, a service leaves no answer and no name behind: the zone is
@@ -210,7 +214,7 @@ def test_emptied_service_leaves_no_trace(ops: list[Op]) -> None:
 
 def test_slice_before_its_import() -> None:
     cache = build_cache([], [DB_EAST])
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     assert answer(handler, DB, "A") == nx()
     cache.apply([imp_op(DB_RAW)])
     assert answer(handler, DB, "A") == ok(a(DB, "10.2.0.1"), a(DB, "10.2.0.2"))
@@ -220,7 +224,7 @@ def test_slice_before_its_import() -> None:
 def test_slices_of_a_clustersetip_import_give_no_names() -> None:
     cache = build_cache([WEB_RAW], [endpoint_slice("web-a", "web", cluster="east",
                                                    endpoints=[endpoint("10.7.0.1")])])
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     assert answer(handler, WEB, "A") == ok(a(WEB, "10.1.0.1"))
     assert answer(handler, f"10-7-0-1.east.{WEB}", "A") == nx()
     assert answer(handler, f"east.{WEB}", "A") == nx()
@@ -236,8 +240,8 @@ SERIAL_STEPS: list[tuple[str, list[Op], bool]] = [
     ("import-ip-changed", [imp_op(service_import("new", ips=["10.5.0.2"]))], True),
     ("same-slice-again", [slice_op(DB_EAST)], False),
     ("slice-changed", [slice_op({**DB_EAST, "endpoints": [endpoint("10.2.0.7")]})], True),
-    ("same-replace-again", [("replace-imports", None, "CURRENT")], False),
-    ("synced-again", [("synced", None, True)], False),
+    ("same-replace-again", [ReplaceImports(CURRENT)], False),
+    ("synced-again", [SetSynced(True)], False),
     ("delete-nothing", [delete("import", "prod", "nothere")], False),
     ("delete-import", [delete("import", "prod", "new")], True),
     ("delete-again", [delete("import", "prod", "new")], False),
@@ -250,11 +254,11 @@ SERIAL_STEPS: list[tuple[str, list[Op], bool]] = [
 
 def test_serial_moves_on_every_change_only() -> None:
     cache = build_cache(*INITIAL)
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     last = serial(handler)
     for name, ops, changes in SERIAL_STEPS:
-        ops = [(k, key, dict(cache.imports) if value == "CURRENT" else value)
-               for k, key, value in ops]
+        ops = [ReplaceImports(dict(cache.imports)) if op == ReplaceImports(CURRENT) else op
+               for op in ops]
         cache.apply(ops)
         now = serial(handler)
         if changes:

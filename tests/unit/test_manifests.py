@@ -17,7 +17,16 @@ from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
 
-from .helpers import ZONE, ask, endpoint, endpoint_slice, port, query, service_import
+from .helpers import (
+    DEFAULT_UDP_CAP,
+    ZONE,
+    ask,
+    endpoint,
+    endpoint_slice,
+    port,
+    query,
+    service_import,
+)
 
 Z = "svc.clusterset.local."
 
@@ -31,7 +40,7 @@ class Setup:
         self.invalid: list[str] = []
         self.source = ManifestSource(path, self.cache.apply, 0, groups, namespaces,
                                      self.invalid.append)
-        self.handler = Handler(self.cache.zone)
+        self.handler = Handler(self.cache.zone, DEFAULT_UDP_CAP)
 
     def scan(self) -> bool:
         return self.source.scan()

@@ -21,7 +21,7 @@ from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import FileError, ManifestSource, read_file
 from clusterset_dns.names import ZoneNames
 
-from .helpers import ZONE, ask, endpoint, endpoint_slice, query, service_import
+from .helpers import DEFAULT_UDP_CAP, ZONE, ask, endpoint, endpoint_slice, query, service_import
 from .test_manifests import API, WEB, write
 
 Z = "svc.clusterset.local."
@@ -37,7 +37,7 @@ class Setup:
         self.errors: list[str] = []
         self.source = ManifestSource(path, self.cache.apply, 0, GROUPS, frozenset(),
                                      self.invalid.append, self.errors.append)
-        self.handler = Handler(self.cache.zone)
+        self.handler = Handler(self.cache.zone, DEFAULT_UDP_CAP)
 
     def scan(self) -> bool:
         return self.source.scan()

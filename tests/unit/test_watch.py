@@ -17,13 +17,22 @@ from typing import Any
 import pytest
 
 from clusterset_dns import convert, watch
-from clusterset_dns.cache import Cache, Op
+from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
 from clusterset_dns.kube import ApiError, KubeError
 from clusterset_dns.names import ZoneNames
 
-from .helpers import ZONE, ask, endpoint, endpoint_slice, port, query, service_import
+from .helpers import (
+    DEFAULT_UDP_CAP,
+    ZONE,
+    ask,
+    endpoint,
+    endpoint_slice,
+    port,
+    query,
+    service_import,
+)
 
 GV = "multicluster.x-k8s.io/v1beta1"
 IMPORTS_PATH = f"/apis/{GV}/serviceimports"
@@ -274,9 +283,9 @@ def test_watch_events_reach_the_cache(sleeps: list[float], listed: list[dict[str
 @pytest.mark.timeout(10)
 def test_watch_answers_dns(sleeps: list[float]) -> None:
     run = slices_run()
-    handler = Handler(run.cache.zone)
-    run.cache.apply([("import", ("prod", "db"), convert.service_import(DB)),
-                     ("synced", None, True)])
+    handler = Handler(run.cache.zone, DEFAULT_UDP_CAP)
+    run.cache.apply([PutImport(("prod", "db"), convert.service_import(DB)),
+                     SetSynced(True)])
     run.client.lists[run.path] = [page(DB_EAST, rv="10")]
     run.client.streams[run.path] = [[event("MODIFIED", DB_EAST2, "11"),
                                      event("ADDED", DB_WEST, "12")]]
@@ -446,7 +455,7 @@ def test_synced_only_after_every_reflector_listed(sleeps: list[float],
                                                   namespaces: tuple[str, ...],
                                                   held: str) -> None:
     cache = Cache(ZoneNames(ZONE), 5)
-    handler = Handler(cache.zone)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     synced_ops: list[Op] = []
     client = FakeClient()
     if namespaces:
@@ -459,7 +468,7 @@ def test_synced_only_after_every_reflector_listed(sleeps: list[float],
         client.lists[path] = [gate if path == held else page(rv="5")]
 
     def apply(ops: list[Op]) -> None:
-        synced_ops.extend(op for op in ops if op[0] == "synced")
+        synced_ops.extend(op for op in ops if isinstance(op, SetSynced))
         cache.apply(ops)
 
     config = Config(serviceimport_apis=(GV,), namespaces=namespaces)
@@ -477,7 +486,7 @@ def test_synced_only_after_every_reflector_listed(sleeps: list[float],
             gate.open.set()
             await until(lambda: held in client.hanging, task)
             assert cache.zone.synced
-            assert synced_ops == [("synced", None, True)]
+            assert synced_ops == [SetSynced(True)]
             assert ask(handler, query(f"nothere.prod.svc.{ZONE}.", "A")).rcode == 3
         finally:
             await stop(task)

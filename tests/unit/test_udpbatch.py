@@ -1,0 +1,238 @@
+"""Batched UDP I/O (recvmmsg/sendmmsg) on real loopback sockets.
+
+The reader's callback is called directly (no event loop needed); the send
+seam is wrapped only where a kernel condition (partial send, EAGAIN, a failing
+peer) cannot be produced on demand.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from clusterset_dns import udpbatch
+from clusterset_dns.handler import Handler
+from clusterset_dns.server import make_socket, udp_reader
+
+from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query, service_import
+
+pytestmark = pytest.mark.skipif(udpbatch.available() is not None,
+                                reason=f"no batched UDP I/O here: {udpbatch.available()}")
+
+
+def echo(data: bytes, tcp: bool) -> bytes | None:
+    """Answers b"re:" + the datagram; a datagram starting with b"drop" gets no answer."""
+    return None if data.startswith(b"drop") else b"re:" + data
+
+
+def has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[[str], socket.socket]]:
+    made: list[socket.socket] = []
+
+    def make(host: str) -> socket.socket:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        sock.bind((host, 0))
+        sock.settimeout(2)
+        made.append(sock)
+        return sock
+
+    yield make
+    for sock in made:
+        sock.close()
+
+
+def serve(host: str, handle: Callable[[bytes, bool], bytes | None] = echo,
+          ) -> tuple[udpbatch.BatchReader, tuple[str, int]]:
+    sock = make_socket(host, 0, socket.SOCK_DGRAM, reuse_port=False)
+    reader = udpbatch.BatchReader(sock, handle)
+    port = sock.getsockname()[1]
+    return reader, ("127.0.0.1" if host in ("0.0.0.0", "::") else host, port)
+
+
+def settle(reader: udpbatch.BatchReader, expected: int) -> None:
+    """Calls the reader until ``expected`` datagrams were taken (loopback delivery is
+    synchronous, but be tolerant of scheduling)."""
+    taken = 0
+    for _ in range(50):
+        reader._readable()
+        taken += reader.used
+        if taken >= expected:
+            return
+    raise AssertionError(f"only {taken} of {expected} datagrams were read")
+
+
+def replies(sock: socket.socket, count: int) -> list[bytes]:
+    return [sock.recvfrom(65535)[0] for _ in range(count)]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_each_address_family_length(host: str, clients: Callable[[str], socket.socket]) -> None:
+    """sockaddr_in (16 bytes) on an IPv4 socket, sockaddr_in6 (28) on an IPv6 one."""
+    if ":" in host and not has_ipv6_loopback():
+        pytest.skip("no ::1 here")
+    reader, where = serve(host)
+    peer = clients(host)
+    for i in range(5):
+        peer.sendto(b"q%d" % i, (host, where[1]))
+    settle(reader, 5)
+    assert sorted(replies(peer, 5)) == [b"re:q%d" % i for i in range(5)]
+    reader.sock.close()
+
+
+def test_ipv4_and_ipv6_peers_in_one_batch(clients: Callable[[str], socket.socket]) -> None:
+    if not has_ipv6_loopback():
+        pytest.skip("no ::1 here")
+    reader, (_, port) = serve("::")  # dual-stack: IPv4 peers arrive as ::ffff:127.0.0.1
+    v4, v6 = clients("127.0.0.1"), clients("::1")
+    for i in range(10):
+        (v4 if i % 2 else v6).sendto(b"from%d" % i, ("127.0.0.1" if i % 2 else "::1", port))
+    settle(reader, 10)
+    assert sorted(replies(v4, 5)) == [b"re:from%d" % i for i in (1, 3, 5, 7, 9)]
+    assert sorted(replies(v6, 5)) == [b"re:from%d" % i for i in (0, 2, 4, 6, 8)]
+    reader.sock.close()
+
+
+def test_many_peers_more_than_one_batch(clients: Callable[[str], socket.socket]) -> None:
+    reader, where = serve("127.0.0.1")
+    peers = [clients("127.0.0.1") for _ in range(20)]
+    total = udpbatch.BATCH * 2 + 7
+    for i in range(total):
+        peers[i % 20].sendto(b"n%d" % i, where)
+    settle(reader, total)
+    for k, peer in enumerate(peers):  # each reply went back to the peer that asked
+        mine = [b"re:n%d" % i for i in range(total) if i % 20 == k]
+        assert sorted(replies(peer, len(mine))) == sorted(mine)
+    reader.sock.close()
+
+
+def test_unanswered_and_malformed_datagrams_in_a_batch(
+        clients: Callable[[str], socket.socket]) -> None:
+    """The real handler: a datagram shorter than a header gets no answer, a reply
+    is only sent for the others, each to its own peer with its own ID."""
+    handler = Handler(build_cache([service_import("web", "prod", ips=["10.1.0.1"])]).zone,
+                      DEFAULT_UDP_CAP)
+    reader, where = serve("127.0.0.1", handler.handle)
+    good, bad = clients("127.0.0.1"), clients("127.0.0.1")
+    q1 = query("web.prod.svc.clusterset.local.", "A", qid=1)
+    q2 = query("nosuch.prod.svc.clusterset.local.", "A", qid=2)
+    good.sendto(q1, where)
+    bad.sendto(b"\x00\x01\x02", where)
+    good.sendto(q2, where)
+    settle(reader, 3)
+    got = replies(good, 2)
+    assert got == [ask(handler, q1).wire, ask(handler, q2).wire]
+    bad.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        bad.recvfrom(100)
+    reader.sock.close()
+
+
+def test_empty_datagram(clients: Callable[[str], socket.socket]) -> None:
+    reader, where = serve("127.0.0.1")
+    peer = clients("127.0.0.1")
+    peer.sendto(b"", where)
+    settle(reader, 1)
+    assert replies(peer, 1) == [b"re:"]
+    reader.sock.close()
+
+
+def wrap_send(reader: udpbatch.BatchReader, fake: Callable[[Any, Any, int, int], int]) -> None:
+    reader.sendmmsg = fake  # type: ignore[assignment]
+
+
+def test_partial_sendmmsg_sends_the_rest(clients: Callable[[str], socket.socket]) -> None:
+    reader, where = serve("127.0.0.1")
+    real = reader.sendmmsg
+    calls: list[int] = []
+
+    def two_at_a_time(fd: Any, vec: Any, vlen: int, flags: int) -> int:
+        calls.append(vlen)
+        return int(real(fd, vec, min(vlen, 2), flags))
+
+    wrap_send(reader, two_at_a_time)
+    peer = clients("127.0.0.1")
+    for i in range(7):
+        peer.sendto(b"p%d" % i, where)
+    settle(reader, 7)
+    assert sorted(replies(peer, 7)) == [b"re:p%d" % i for i in range(7)]
+    assert calls[:4] == [7, 5, 3, 1]
+    assert reader.dropped == 0
+    reader.sock.close()
+
+
+def test_eagain_on_send_drops_the_batch_and_keeps_serving(
+        clients: Callable[[str], socket.socket]) -> None:
+    reader, where = serve("127.0.0.1")
+    real = reader.sendmmsg
+    full = [True]
+
+    def buffer_full(fd: Any, vec: Any, vlen: int, flags: int) -> int:
+        if full[0]:
+            ctypes.set_errno(errno.EAGAIN)
+            return -1
+        return int(real(fd, vec, vlen, flags))
+
+    wrap_send(reader, buffer_full)
+    peer = clients("127.0.0.1")
+    for i in range(3):
+        peer.sendto(b"x%d" % i, where)
+    settle(reader, 3)
+    assert reader.dropped == 3
+    full[0] = False
+    peer.sendto(b"after", where)
+    settle(reader, 1)
+    assert replies(peer, 1) == [b"re:after"]  # the dropped three never arrive
+    reader.sock.close()
+
+
+def test_one_failing_reply_is_skipped(clients: Callable[[str], socket.socket]) -> None:
+    reader, where = serve("127.0.0.1")
+    real = reader.sendmmsg
+    failures = [1]
+
+    def first_fails(fd: Any, vec: Any, vlen: int, flags: int) -> int:
+        if failures[0]:
+            failures[0] -= 1
+            ctypes.set_errno(errno.EPERM)  # e.g. a firewall rule for that one peer
+            return -1
+        return int(real(fd, vec, vlen, flags))
+
+    wrap_send(reader, first_fails)
+    peer = clients("127.0.0.1")
+    for i in range(4):
+        peer.sendto(b"f%d" % i, where)
+    settle(reader, 4)
+    assert sorted(replies(peer, 3)) == [b"re:f1", b"re:f2", b"re:f3"]
+    assert reader.dropped == 1
+    reader.sock.close()
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("auto", "recvmmsg/sendmmsg"),
+                                            ("batched", "recvmmsg/sendmmsg"),
+                                            ("plain", "recvfrom/sendto")])
+def test_mode_choice(mode: str, kind: str) -> None:
+    sock = make_socket("127.0.0.1", 0, socket.SOCK_DGRAM, reuse_port=False)
+    try:
+        assert udp_reader(sock, echo, mode).kind == kind
+    finally:
+        sock.close()
+
+
+def test_layout_is_checked() -> None:
+    assert udpbatch._layout() == udpbatch._EXPECTED_LAYOUT
+    assert bytes.__basicsize__ - 1 == udpbatch._DATA_OFFSET
