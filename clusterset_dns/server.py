@@ -359,7 +359,12 @@ class DNSServer:
         for reader in self.readers:
             reader.stop(loop)
         for connection in list(self.connections):
-            if connection.transport is not None:
-                connection.transport.close()
+            transport = connection.transport
+            if transport is not None:
+                # A client that does not read would hold a plain close (and shutdown).
+                if transport.get_write_buffer_size():
+                    transport.abort()
+                else:
+                    transport.close()
         for server in self.servers:
             await server.wait_closed()

@@ -9,7 +9,7 @@ import resource
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -167,3 +167,26 @@ def test_descriptor_limit_raised_to_hard() -> None:
                                             (1 << 20, 1024), (1, 1)])
 def test_default_cap(limit: int, cap: int) -> None:
     assert server.default_max_tcp_connections(limit) == cap
+
+
+def test_stop_does_not_wait_for_a_client_that_does_not_read() -> None:
+    async def main() -> None:
+        dns = DNSServer(echo, [("127.0.0.1", 0)], 60.0, stats=Counters())
+        await dns.start()
+        sock = socket.create_connection(dns.bound[0])
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        try:
+            for _ in range(200):  # ask for far more than the socket buffers hold
+                with suppress(BlockingIOError):
+                    sock.send(frame(QUERY) * 1000)
+                await asyncio.sleep(0.01)
+                protocols = list(dns.connections)
+                if protocols and protocols[0].writing_paused:
+                    break
+            assert dns.connections and next(iter(dns.connections)).writing_paused
+            await asyncio.wait_for(dns.stop(), 10)
+            await wait_until(lambda: not dns.connections)
+        finally:
+            sock.close()
+    asyncio.run(main())
