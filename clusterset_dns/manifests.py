@@ -372,11 +372,13 @@ class ManifestSource:
             if self.files:
                 log.warning("%s does not exist any more; its objects are removed", self.path)
         changed = False
+        seen = set(walk.files)
         for path in walk.files:
             try:
                 st = path.stat()
-            except FileNotFoundError:
-                continue  # removed between the walk and the stat: gone below
+            except FileNotFoundError:  # removed since the walk, or a dangling link
+                seen.discard(path)
+                continue
             except OSError:
                 st = None
             signature = (st.st_mtime_ns, st.st_size, st.st_ino) if st else (-1, -1, -1)
@@ -400,7 +402,6 @@ class ManifestSource:
             log.info("%s: %d ServiceImports, %d EndpointSlices", path,
                      len(objects.imports), len(objects.slices))
             changed = True
-        seen = set(walk.files)
         for gone in [p for p in self.files if p not in seen and not walk.covers(p)]:
             log.info("%s: removed", gone)
             del self.files[gone]

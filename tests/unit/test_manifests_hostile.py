@@ -253,6 +253,17 @@ def test_label_value_read_as_integer(tmp_path: Path) -> None:
     assert setup.a(f"new.prod.{Z}") == ["10.4.0.1"]
 
 
+def test_file_replaced_by_a_dangling_link_is_removed(tmp_path: Path) -> None:
+    path = write(tmp_path / "x.yaml", [WEB])
+    write(tmp_path / "other.yaml", [API])
+    setup = Setup(tmp_path)
+    setup.scan()
+    path.unlink()
+    path.symlink_to(tmp_path / "nowhere.yaml")
+    assert setup.scan()
+    assert setup.served() == {"web.prod": [], "api.other": ["10.9.0.1"], "new.prod": []}
+
+
 def test_directory_named_like_a_manifest(tmp_path: Path) -> None:
     (tmp_path / "dir.yaml").mkdir()
     write(tmp_path / "dir.yaml" / "inner.yaml", [WEB])
