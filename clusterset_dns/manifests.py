@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SUFFIXES = (".yaml", ".yml", ".json")
 Signature = tuple[int, int, int]  # mtime_ns, size, inode
+UNKNOWN: Signature = (-1, -1, -1)  # a file that cannot be stat()ed
 Invalid = Callable[[str], None]  # called with the kind of a skipped object
 Error = Callable[[str], None]  # called with the reason a file or a walk failed
 
@@ -322,15 +323,20 @@ class ManifestSource:
             return True  # collect reports it, or reports the recovery
         if not walk.files and not self.files and not self._exists():
             return not self.synced and not self.missing_reported
+        present = 0
         for path in walk.files:
             old = self.files.get(path)
             try:
                 st = path.stat()
+                signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            except FileNotFoundError:  # a dangling link counts as absent
+                continue
             except OSError:
+                signature = UNKNOWN
+            present += 1
+            if old is None or old.signature != signature:
                 return True
-            if old is None or old.signature != (st.st_mtime_ns, st.st_size, st.st_ino):
-                return True
-        return len(walk.files) != len(self.files) or not self.synced
+        return present != len(self.files) or not self.synced
 
     def _exists(self) -> bool:
         try:
@@ -381,7 +387,7 @@ class ManifestSource:
                 continue
             except OSError:
                 st = None
-            signature = (st.st_mtime_ns, st.st_size, st.st_ino) if st else (-1, -1, -1)
+            signature = (st.st_mtime_ns, st.st_size, st.st_ino) if st else UNKNOWN
             old = self.files.get(path)
             if old is not None and old.signature == signature:
                 continue

@@ -163,6 +163,7 @@ def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptur
     assert len(logged) == 1 and str(hostile) in logged[0] and reason in logged[0], logged
 
     # reported once per change, not once per poll
+    assert not setup.source.pending()
     assert not setup.scan()
     assert setup.errors == [reason]
 
@@ -262,6 +263,7 @@ def test_file_replaced_by_a_dangling_link_is_removed(tmp_path: Path) -> None:
     path.symlink_to(tmp_path / "nowhere.yaml")
     assert setup.scan()
     assert setup.served() == {"web.prod": [], "api.other": ["10.9.0.1"], "new.prod": []}
+    assert not setup.source.pending()  # and it is not looked at again every poll
 
 
 def test_directory_named_like_a_manifest(tmp_path: Path) -> None:
