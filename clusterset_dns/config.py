@@ -95,8 +95,8 @@ class Config:
     # Serving.
     workers: int = flag(1, "server processes sharing the port (SO_REUSEPORT)", parse=int)
     tcp_idle_timeout: float = flag(
-        10.0, "seconds without progress (nothing received, nothing drained) before a TCP "
-        "connection is closed; aborted if answers are still unsent", parse=float)
+        10.0, "seconds without progress (no complete query received, no answer drained) "
+        "before a TCP connection is closed; aborted if answers are still unsent", parse=float)
     max_tcp_connections: int = flag(
         0, "concurrent TCP connections per process; more are closed at once (0 = half the "
         "descriptor limit, at most 1024)", parse=int)

@@ -170,10 +170,11 @@ class TCPProtocol(asyncio.BufferedProtocol):
     client has read enough. So a client that never reads costs at most one read,
     WRITE_HIGH + WRITE_CHUNK + one answer, whatever it sends.
 
-    Idle timeout: a connection with no progress (nothing received, nothing
-    drained) for ``idle_timeout`` is closed, and aborted (RST, buffer dropped) when
-    answers are still waiting: a close would wait forever for a peer that never
-    reads."""
+    Idle timeout: a connection without progress (no complete message received,
+    nothing drained) for ``idle_timeout`` is closed, and aborted (RST, buffer
+    dropped) when answers are still waiting: a close would wait forever for a peer
+    that never reads. Bytes that do not complete a message are not progress, so a
+    client trickling a message a byte at a time cannot hold a connection."""
 
     __slots__ = ("buffer", "eof", "last_activity", "loop", "server", "timer", "transport",
                  "writing_paused")
@@ -228,8 +229,6 @@ class TCPProtocol(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes | memoryview) -> None:
         self.buffer += data
-        if self.loop is not None:
-            self.last_activity = self.loop.time()
         self._answer()
 
     def _answer(self) -> None:
@@ -244,6 +243,8 @@ class TCPProtocol(asyncio.BufferedProtocol):
             length = (buffer[0] << 8) | buffer[1]
             if len(buffer) < 2 + length:
                 break
+            if not out and self.loop is not None:  # a complete message: progress
+                self.last_activity = self.loop.time()
             message = bytes(buffer[2 : 2 + length])
             del buffer[: 2 + length]
             response = handle(message, True)

@@ -104,6 +104,24 @@ def test_activity_keeps_a_connection_open() -> None:
     asyncio.run(main())
 
 
+def test_trickling_client_is_closed() -> None:
+    """A byte every 0.05 s never completes a 1,000-byte message: not progress, so the
+    0.3 s idle timeout closes the connection while the message is still incomplete."""
+    async def main() -> None:
+        async with running(idle=0.3) as dns:
+            _, writer = await asyncio.open_connection(*dns.bound[0])
+            writer.write(b"\x03\xe8")  # a 1,000-byte message follows ... slowly
+            await wait_until(lambda: dns.stats.tcp_open == 1)
+            for _ in range(200):  # 200 of the 1,000 bytes at most
+                if not dns.stats.tcp_open:
+                    break
+                writer.write(b"x")
+                await asyncio.sleep(0.05)
+            assert dns.stats.tcp_open == 0
+            writer.close()
+    asyncio.run(main())
+
+
 def test_non_reading_client_is_aborted_and_stops_being_read() -> None:
     answered = [0]
 
