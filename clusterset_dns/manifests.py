@@ -54,6 +54,10 @@ MAX_ALIAS_EXPANSION = 100_000
 REASONS = ("walk", "read", "not-regular", "too-large", "parse", "limits", "convert")
 
 
+# libyaml's loader when PyYAML was built with it (the pure-Python one otherwise).
+_CLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
 class FileError(Exception):
     """A file that cannot be used as a whole; ``reason`` is one of REASONS."""
 
@@ -153,6 +157,65 @@ def _read_text(path: Path) -> str:
         raise FileError("parse", f"not UTF-8: {exc}") from exc
 
 
+def check_yaml_events(text: str) -> None:
+    """The YAML limits, checked on libyaml's event stream before anything is composed
+    (libyaml's composer recurses in C, so depth must be known first): nesting depth,
+    recursive aliases, and the number of nodes the aliases expand to. Raises
+    FileError; the same rules as :class:`_LimitedLoader`."""
+    budget = len(text) + MAX_ALIAS_EXPANSION
+    parser = _CLoader(text)
+    expanded = 0
+    sizes: dict[str, int] = {}  # anchor -> size once its node is complete
+    open_nodes: list[tuple[str | None, int]] = []  # (anchor, count when it started)
+    try:
+        while parser.check_event():
+            event = parser.get_event()
+            if isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor or "")
+                if size is None:
+                    if any(anchor == event.anchor for anchor, _ in open_nodes):
+                        raise FileError("limits", f"recursive alias *{event.anchor}")
+                    raise FileError("parse", f"alias *{event.anchor} is not defined")
+                expanded += size
+            elif isinstance(event, yaml.ScalarEvent):
+                expanded += 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, yaml.CollectionStartEvent):
+                expanded += 1
+                open_nodes.append((event.anchor, expanded))
+                if len(open_nodes) > MAX_DEPTH:
+                    raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, start = open_nodes.pop()
+                if anchor is not None:
+                    sizes[anchor] = expanded - start + 1
+            elif isinstance(event, yaml.DocumentStartEvent):
+                sizes.clear()  # anchors do not cross documents
+            if expanded > budget:
+                raise FileError("limits", f"aliases expand to more than {budget} nodes")
+    finally:
+        parser.dispose()
+
+
+def _yaml_documents(text: str) -> list[Any]:
+    loader: yaml.SafeLoader
+    if _CLoader is not None:  # libyaml: about five times faster
+        check_yaml_events(text)
+        loader = _CLoader(text)
+    else:
+        loader = _LimitedLoader(text, len(text) + MAX_ALIAS_EXPANSION)
+    try:
+        docs = []
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            doc = loader.get_data()
+            if doc is not None:
+                docs.append(doc)
+        return docs
+    finally:
+        loader.dispose()
+
+
 def _documents(path: Path) -> list[Any]:
     text = _read_text(path)
     try:
@@ -161,16 +224,7 @@ def _documents(path: Path) -> list[Any]:
             if not _json_depth_ok(doc):
                 raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
             return [doc]
-        loader = _LimitedLoader(text, len(text) + MAX_ALIAS_EXPANSION)
-        try:
-            docs = []
-            while loader.check_data():  # type: ignore[no-untyped-call]
-                doc = loader.get_data()
-                if doc is not None:
-                    docs.append(doc)
-            return docs
-        finally:
-            loader.dispose()
+        return _yaml_documents(text)
     except FileError:
         raise
     except RecursionError as exc:  # json's decoder on very deep input

@@ -143,6 +143,18 @@ def _hostile(case: str) -> tuple[str, Maker, str]:
     raise KeyError(case)
 
 
+@pytest.fixture(params=["libyaml", "python"])
+def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """YAML through libyaml (events checked first) or through the pure-Python loader
+    (limits in the composer): both must enforce the same limits."""
+    if request.param == "libyaml":
+        assert manifests._CLoader is not None, "PyYAML was built without libyaml"
+    else:
+        monkeypatch.setattr(manifests, "_CLoader", None)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("loader")
 @pytest.mark.parametrize("case", [c[0] for c in HOSTILE])
 def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                         case: str) -> None:
@@ -173,6 +185,7 @@ def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptur
     assert setup.served() == {**before, "new.prod": ["10.4.0.1"]}
 
 
+@pytest.mark.usefixtures("loader")
 @pytest.mark.parametrize("case", [c[0] for c in HOSTILE])
 def test_hostile_file_at_start(tmp_path: Path, case: str) -> None:
     name, make, reason = _hostile(case)
@@ -185,17 +198,47 @@ def test_hostile_file_at_start(tmp_path: Path, case: str) -> None:
     assert setup.errors == [reason]
 
 
-def test_alias_bomb_is_rejected_before_expansion() -> None:
-    """The composer refuses the bomb: nothing reaches conversion. (A larger bomb of the
-    same few hundred bytes would otherwise be walked 9**9 times.)"""
-    text = bomb(12)
-    assert len(text) < 1024
-    loader = manifests._LimitedLoader(text, len(text) + manifests.MAX_ALIAS_EXPANSION)
+def limited_python_load(text: str) -> None:
+    manifests._LimitedLoader(text, len(text) + manifests.MAX_ALIAS_EXPANSION).get_single_data()
+
+
+CHECKERS = [manifests.check_yaml_events, limited_python_load]
+
+
+@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-composer"])
+@pytest.mark.parametrize(("text", "message"), [
+    (bomb(12), "aliases expand to more than"),
+    ("a: &a [1, *a]\n", "recursive alias *a"),
+    ("a: &a {b: [{c: *a}]}\n", "recursive alias *a"),
+    (nested_yaml(manifests.MAX_DEPTH + 1), "nested deeper than"),
+    ("- &x [a, [b]]\n- *x\n- " + "[" * 100 + "]" * 100 + "\n",  # the root list is level 1
+     "nested deeper than"),
+], ids=["bomb", "recursive-sequence", "recursive-mapping", "too-deep", "deep-after-anchors"])
+def test_limits_refuse_before_expansion(check: Callable[[str], None], text: str,
+                                        message: str) -> None:
+    """Refused before anything walks the tree (a 12-level bomb of a few hundred bytes
+    would be walked 9**12 times)."""
     with pytest.raises(FileError) as caught:
-        loader.get_single_data()
-    assert caught.value.reason == "limits"
+        check(text)
+    assert caught.value.reason == "limits" and message in str(caught.value)
 
 
+@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-composer"])
+def test_limits_count_like_the_expansion(check: Callable[[str], None]) -> None:
+    """Just under the budget passes, just over fails: the count is the expanded size."""
+    lines = ["a: &a [" + ",".join(["x"] * 99) + "]"]  # 100 nodes
+    body = "\n".join(lines) + "\nb: [" + ",".join(["*a"] * 1000) + "]\n"  # ~100,000 more
+    budget = len(body) + manifests.MAX_ALIAS_EXPANSION
+    expanded = 1 + 2 + 100 + 1 + 1000 * 100  # root, keys, a, b, b's items
+    assert expanded <= budget
+    check(body)  # within the budget
+    over = body.replace("b: [", "b: [" + ",".join(["*a"] * 60) + ",")
+    assert 60 * 100 + expanded > len(over) + manifests.MAX_ALIAS_EXPANSION
+    with pytest.raises(FileError):
+        check(over)
+
+
+@pytest.mark.usefixtures("loader")
 def test_modest_aliases_are_allowed(tmp_path: Path) -> None:
     """Anchors used the way people do (shared labels, ports) still load."""
     path = write(tmp_path / "x.yaml", """\
@@ -435,6 +478,7 @@ def test_deleted_path_stops_serving(tmp_path: Path, kind: str) -> None:
     assert setup.a(f"api.other.{Z}") == ["10.9.0.1"]
 
 
+@pytest.mark.usefixtures("loader")
 def test_json_and_yaml_limits_do_not_reject_real_data(tmp_path: Path) -> None:
     """A List of many EndpointSlices is well within the limits."""
     slices = [endpoint_slice(f"s{i}", "db", cluster=f"c{i}",
@@ -447,3 +491,10 @@ def test_json_and_yaml_limits_do_not_reject_real_data(tmp_path: Path) -> None:
         path = write(tmp_path / name, body)
         objects = read_file(path, (0, 0, 0), GROUPS, frozenset(), lambda kind: None)
         assert len(objects.slices) == 300, name
+
+
+@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-composer"])
+def test_depth_limit_is_exact(check: Callable[[str], None]) -> None:
+    check(nested_yaml(manifests.MAX_DEPTH - 1))  # the root mapping + 99 lists = the limit
+    with pytest.raises(FileError):
+        check(nested_yaml(manifests.MAX_DEPTH))
