@@ -4,6 +4,7 @@ handler directly and write its bytes back."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import resource
 import socket
@@ -29,6 +30,7 @@ WRITE_CHUNK = 16 << 10
 # retries) need far fewer.
 MAX_TCP_CONNECTIONS = 1024
 FD_LIMIT_IF_UNLIMITED = 1 << 20
+EPHEMERAL_ATTEMPTS = 20
 
 
 
@@ -343,15 +345,21 @@ class DNSServer:
         return self.readers[0].kind if self.readers else "none"
 
     def bind(self, host: str, port: int) -> tuple[socket.socket, socket.socket]:
-        udp = make_socket(host, port, socket.SOCK_DGRAM, self.reuse_port)
-        if port == 0:
-            port = udp.getsockname()[1]  # one ephemeral port for both transports
-        try:
-            tcp = make_socket(host, port, socket.SOCK_STREAM, self.reuse_port)
-        except OSError:
-            udp.close()
-            raise
-        return udp, tcp
+        # Port 0: one ephemeral port for both transports. The kernel picks it for UDP;
+        # TCP may already use it, so try again with another (a few times).
+        for attempt in range(EPHEMERAL_ATTEMPTS if port == 0 else 1):
+            udp = make_socket(host, port, socket.SOCK_DGRAM, self.reuse_port)
+            try:
+                tcp = make_socket(host, udp.getsockname()[1], socket.SOCK_STREAM,
+                                  self.reuse_port)
+            except OSError as exc:
+                udp.close()
+                if exc.errno != errno.EADDRINUSE or attempt == EPHEMERAL_ATTEMPTS - 1 \
+                        or port != 0:
+                    raise
+                continue
+            return udp, tcp
+        raise AssertionError("unreachable")
 
     async def stop(self) -> None:
         for server in self.servers:
