@@ -55,7 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="measure every server this many times, interleaved, and report "
                         "the median of each figure (1)")
     p.add_argument("--servers", default="ours1,ours2,knot,coredns",
-                   help="comma list of ours1, ours2, knot, coredns (all)")
+                   help="comma list of ours1, ours2, ours1-plain (recvfrom/sendto UDP), knot, "
+                   "coredns (default: all but ours1-plain)")
     p.add_argument("--ours-cmd", default=f"{shlex.quote(sys.executable)} -m clusterset_dns",
                    help="command that runs clusterset-dns (python -m clusterset_dns)")
     p.add_argument("--ttl", type=int, default=5)
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         starters: dict[str, tuple[str, Callable[[], Server]]] = {
             "ours1": ("clusterset-dns, 1 worker", lambda: start_ours(ctx, 1)),
             "ours2": ("clusterset-dns, 2 workers", lambda: start_ours(ctx, 2)),
+            "ours1-plain": ("clusterset-dns, 1 worker, plain UDP",
+                            lambda: start_ours(ctx, 1, "plain")),
             "knot": ("Knot DNS", lambda: start_knot(ctx)),
             "coredns": ("CoreDNS", lambda: start_coredns(ctx)),
         }

@@ -118,7 +118,9 @@ def wait_until(srv: Server, timeout: float, ready_url: str | None = None) -> Non
     raise RuntimeError(f"{srv.label} not answering after {timeout:.0f} s:\n{srv.log_tail()}")
 
 
-def start_ours(ctx: Context, workers: int) -> Server:
+def start_ours(ctx: Context, workers: int, udp_io: str = "auto") -> Server:
+    """clusterset-dns on the bench data; ``udp_io`` picks the UDP path (``plain``: one
+    recvfrom/sendto per datagram, the fallback where recvmmsg/sendmmsg are missing)."""
     port, rport = free_port(), free_port()
     cores = SERVER_CORE if workers == 1 else SERVER_CORES_2
     cmd = ["taskset", "-c", cores, *ctx.ours_cmd, "serve",
@@ -128,10 +130,13 @@ def start_ours(ctx: Context, workers: int) -> Server:
            "--ready-listen", f"{LOOPBACK}:{rport}",
            "--metrics-listen", "off",
            "--workers", str(workers),
+           "--udp-io", udp_io,
            "--ttl", str(ctx.args.ttl)]
     label = f"clusterset-dns, {workers} worker{'s' if workers > 1 else ''}"
-    srv = Server(label, spawn(cmd, ctx.tmp / f"ours-{workers}.log"), port, cores,
-                 ctx.tmp / f"ours-{workers}.log", version=ours_version(ctx))
+    if udp_io != "auto":
+        label += f", {udp_io} UDP"
+    logfile = ctx.tmp / f"ours-{workers}-{udp_io}.log"
+    srv = Server(label, spawn(cmd, logfile), port, cores, logfile, version=ours_version(ctx))
     if workers > 1:
         srv.notes.append(f"{workers} workers pinned to cores {cores}: they share core "
                          f"{CLIENT_CORE} with dnsperf")
