@@ -357,7 +357,6 @@ class ManifestSource:
         self.error = error
         self.files: dict[Path, FileObjects] = {}
         self.synced = False
-        self.errors = 0
         self.missing_reported = False
         self.walk_error: str | None = None  # the failing walk being reported, if any
 
@@ -402,7 +401,6 @@ class ManifestSource:
         return True
 
     def _walk_failed(self, walk: Walk) -> None:
-        self.errors += 1
         self.error("walk")
         message = "; ".join(f"{d}: {exc.strerror or exc}" for d, exc in walk.failed)
         if message != self.walk_error:
@@ -449,7 +447,6 @@ class ManifestSource:
                 objects = read_file(path, signature, self.groups, self.namespaces,
                                     self.invalid)
             except FileError as exc:
-                self.errors += 1
                 self.error(exc.reason)
                 log.error("%s: cannot be used (%s), keeping its %s objects: %s", path,
                           exc.reason, "previous" if old else "(no)", exc)
