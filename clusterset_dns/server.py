@@ -324,6 +324,10 @@ class DNSServer:
         fd_limit = raise_fd_limit()
         if self.max_tcp_connections <= 0:
             self.max_tcp_connections = default_max_tcp_connections(fd_limit)
+        elif self.max_tcp_connections > fd_limit // 2:
+            log.warning("--max-tcp-connections %d leaves less than half of the %d descriptors "
+                        "to the rest of the server; TCP clients may exhaust them",
+                        self.max_tcp_connections, fd_limit)
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:

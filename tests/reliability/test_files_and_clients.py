@@ -153,6 +153,7 @@ def test_descriptors_exhausted_keeps_the_zone(tmp_path: Path) -> None:
     with server:
         server.wait_ready()
         assert web_answers(server) == WEB_A
+        assert "--max-tcp-connections 5000 leaves less than half" in server.log_text()
         clients: list[socket.socket] = []
         try:
             # Fill the descriptor table: connect until the server cannot accept.
