@@ -94,9 +94,13 @@ def _ip(raw: Any) -> IP | None:
 
 
 def _dns_label(text: Any, what: str) -> str:
-    if not isinstance(text, str) or not names.is_label(text):
-        raise InvalidObject(f"{what} {text!r} is not a DNS label")
-    return text.lower()
+    """A field that becomes one label of a name (names.label's rule)."""
+    if not isinstance(text, str):
+        raise InvalidObject(f"{what} {text!r} is not a string")
+    try:
+        return names.label(text).decode("ascii")
+    except names.NameError_ as exc:
+        raise InvalidObject(f"{what}: {exc}") from None
 
 
 def _ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
@@ -185,13 +189,17 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     if not service:
         raise InvalidObject(f"label {SERVICE_NAME_LABEL} missing or empty")
     service = _dns_label(service, f"label {SERVICE_NAME_LABEL}")
-    cluster = labels.get(SOURCE_CLUSTER_LABEL) or None
+    cluster = labels.get(SOURCE_CLUSTER_LABEL)
     if cluster is not None:
+        # Present but not a name ("", ".", "a b"): endpoint names would land directly
+        # under the service or be unencodable, so the slice is refused, not served
+        # as if it had no cluster id.
+        if not isinstance(cluster, str):
+            raise InvalidObject(f"cluster id {cluster!r} is not a string")
         try:
-            names.split(cluster)
-        except (names.NameError_, UnicodeError):
-            raise InvalidObject(f"cluster id {cluster!r} is not a DNS name") from None
-        cluster = cluster.lower().rstrip(".")
+            cluster = b".".join(names.subdomain(cluster)).decode("ascii")
+        except names.NameError_ as exc:
+            raise InvalidObject(f"cluster id: {exc}") from None
     address_type = obj.get("addressType")
     if address_type == "FQDN":
         return None

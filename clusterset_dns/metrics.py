@@ -60,6 +60,10 @@ class ServerCollector(Collector):
         yield responses
         yield CounterMetricFamily("clusterset_dns_truncated", "UDP responses sent with TC set",
                                   value=sum(s.truncated for s in every))
+        yield CounterMetricFamily("clusterset_dns_answers_cut",
+                                  "Answers built larger than one DNS message can carry, cut to "
+                                  "the records that fit (sent with TC)",
+                                  value=self.cache.builder.cut)
         yield CounterMetricFamily("clusterset_dns_dropped",
                                   "Packets not answered (no header, or a response)",
                                   value=sum(s.dropped for s in every))
