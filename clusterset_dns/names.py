@@ -58,6 +58,15 @@ def to_wire(labels: Labels) -> bytes:
     return b"".join(bytes((len(label),)) + label for label in labels) + b"\x00"
 
 
+def wire_to_text(wire: bytes) -> str:
+    """An uncompressed wire-format name as text, for log lines."""
+    labels, offset = [], 0
+    while offset < len(wire) and wire[offset]:
+        labels.append(wire[offset + 1 : offset + 1 + wire[offset]])
+        offset += 1 + wire[offset]
+    return to_text(tuple(labels))
+
+
 def to_text(labels: Labels) -> str:
     return ".".join(label.decode("ascii") for label in labels) + "."
 

@@ -96,8 +96,9 @@ class RecordBuilder:
     def _store(self, out: Built, key: bytes, answer: wire.Answer) -> None:
         if answer.cut:
             self.cut += 1
-            log.warning("answer to %s is larger than a DNS message: cut to %d of its records",
-                        key, int.from_bytes(answer.heads[0][4:6]))
+            log.warning("answer to %s type %d is larger than a DNS message: cut to %d records",
+                        names.wire_to_text(key[:-4]), int.from_bytes(key[-4:-2]),
+                        int.from_bytes(answer.heads[0][4:6]))
         out.answers[key] = answer
 
     def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
