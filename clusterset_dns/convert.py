@@ -163,8 +163,11 @@ def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
     conditions = raw.get("conditions")
     if isinstance(conditions, Mapping) and conditions.get("ready") is False:
         return None
+    raw_addresses = raw.get("addresses") or []
+    if not isinstance(raw_addresses, list):
+        raise InvalidObject("addresses is not a list")
     addresses: list[IP] = []
-    for text in raw.get("addresses") or []:
+    for text in raw_addresses:
         ip = _ip(text)
         if ip is None:
             warn(f"{where}: address {text!r} does not parse, dropped")
@@ -206,8 +209,11 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     if address_type not in ("IPv4", "IPv6"):
         raise InvalidObject(f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
     family = 4 if address_type == "IPv4" else 6
+    raw_endpoints = obj.get("endpoints") or []
+    if not isinstance(raw_endpoints, list):
+        raise InvalidObject("endpoints is not a list")
     endpoints: list[Endpoint] = []
-    for i, raw in enumerate(obj.get("endpoints") or []):
+    for i, raw in enumerate(raw_endpoints):
         try:
             endpoint = _endpoint(raw, family, f"endpoints[{i}]", warn)
         except InvalidObject as exc:
