@@ -281,10 +281,13 @@ class Handler:
             opt = self._opt[edns[2]]
         room = limit - 12 - len(question) - len(opt)
         # RFC 2181 9: the additional section goes first; TC only when the answer
-        # records themselves do not fit (over TCP, cut to those that fit).
+        # records themselves do not fit. (Over TCP every stored answer fits: one that
+        # cannot be sent whole was cut to what fits when it was built.)
         fitting: Answer | None = ans
-        while fitting is not None and fitting.size > room:
-            fitting = fitting.smaller
+        if ans.size > room:
+            fitting = ans.without_additional()
+            if fitting is not None and fitting.size > room:
+                fitting = None
         self.stats.rcodes[ans.rcode] += 1
         if fitting is None:
             # Too big for this UDP client: header and question only, TC set.

@@ -11,7 +11,6 @@ for a given key), so an owner name equal to the question is the two bytes
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Iterable, Sequence
 
@@ -49,27 +48,43 @@ class Answer:
     record is an option-less OPT or nothing at all, so the size check costs
     one addition.
 
-    ``smaller`` is the next, smaller way to send the same answer (RFC 2181 9):
-    without its additional section, then cut to the answer records that fit
-    one TCP message (TC set). Every answer of a chain fits a TCP message even
-    with an OPT; an answer that cannot be sent whole starts at the first
-    variant that can.
+    Every stored answer fits one TCP message, OPT included (see :func:`sized`).
     """
 
-    __slots__ = ("body", "heads", "rcode", "size", "smaller")
+    __slots__ = ("body", "heads", "rcode", "size")
+    # Where the additional section starts in ``body``; -1: there is none. Only
+    # WithAdditional answers (SRV, NS) have one, so the millions of address answers
+    # do not pay a slot for it.
+    glue_at = -1
 
-    def __init__(self, heads: tuple[bytes, ...], body: bytes, rcode: int,
-                 smaller: Answer | None = None) -> None:
+    def __init__(self, heads: tuple[bytes, ...], body: bytes, rcode: int) -> None:
         self.heads = heads
         self.body = body
         self.size = len(body)
         self.rcode = rcode
-        self.smaller = smaller
 
     @property
     def cut(self) -> bool:
         """Whether records of the answer section were left out (TC is set)."""
         return bool(self.heads[0][0] << 8 & TC)
+
+    def without_additional(self) -> Answer | None:
+        """The same answer less its additional section (RFC 2181 9: dropped first, no
+        TC); None when it has none. Made when asked, on the slow path only: keeping it
+        would double the memory of every SRV answer."""
+        return None
+
+
+class WithAdditional(Answer):
+    __slots__ = ("glue_at",)
+
+    def __init__(self, heads: tuple[bytes, ...], body: bytes, rcode: int, glue_at: int) -> None:
+        super().__init__(heads, body, rcode)
+        self.glue_at = glue_at
+
+    def without_additional(self) -> Answer:
+        _, _, an, ns, _ = _COUNTS.unpack(self.heads[0])
+        return Answer(heads(self.rcode, an, ns, 0), self.body[: self.glue_at], self.rcode)
 
 
 _heads_cache: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
@@ -96,28 +111,28 @@ def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[
 
 def sized(question_len: int, rcode: int, body: bytes, counts: tuple[int, int, int],
           additional_at: int, answer_ends: Sequence[int]) -> Answer:
-    """The chain of ways to send ``body`` after a question of ``question_len`` bytes.
+    """The answer to store for ``body`` after a question of ``question_len`` bytes: the
+    largest form of it that one TCP message holds with an OPT (RFC 2181 9): whole;
+    else without its additional section; else cut to the answer records that fit,
+    with TC set. No header count can overflow.
 
     ``counts`` = (answer, authority, additional) records; the additional section
     starts at ``additional_at``; ``answer_ends`` says where each answer record
     ends (read only when the answer section must be cut)."""
     an, ns, ar = counts
     room = TCP_MAX - 12 - question_len - OPT_LEN  # body bytes one TCP message holds
-    chain: list[Answer] = []
     if len(body) <= room and max(counts) <= MAX_COUNT:
-        chain.append(Answer(heads(rcode, an, ns, ar), body, rcode))
+        if ar:
+            return WithAdditional(heads(rcode, an, ns, ar), body, rcode, additional_at)
+        return Answer(heads(rcode, an, ns, ar), body, rcode)
     if ar and additional_at <= room and max(an, ns) <= MAX_COUNT:
-        chain.append(Answer(heads(rcode, an, ns, 0), body[:additional_at], rcode))
-    if not chain:
-        # Not even the required records fit: as many answer records as one message holds.
-        kept = 0
-        while kept < len(answer_ends) and kept < MAX_COUNT and answer_ends[kept] <= room:
-            kept += 1
-        cut_at = answer_ends[kept - 1] if kept else 0
-        chain.append(Answer(heads(rcode, kept, 0, 0, QR | AA | TC), body[:cut_at], rcode))
-    for bigger, smaller in itertools.pairwise(chain):
-        bigger.smaller = smaller
-    return chain[0]
+        return Answer(heads(rcode, an, ns, 0), body[:additional_at], rcode)
+    # Not even the required records fit: as many answer records as one message holds.
+    kept = 0
+    while kept < len(answer_ends) and kept < MAX_COUNT and answer_ends[kept] <= room:
+        kept += 1
+    cut_at = answer_ends[kept - 1] if kept else 0
+    return Answer(heads(rcode, kept, 0, 0, QR | AA | TC), body[:cut_at], rcode)
 
 
 class Encoder:
