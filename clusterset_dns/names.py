@@ -121,8 +121,9 @@ class ZoneNames:
         self.dns_version: Labels = (b"dns-version", *self.apex)
         self.ns: Labels = (b"ns", b"dns", *self.apex)
 
-    # Every name an object makes is built by one of these three, and each checks
-    # the whole name: the object-level rule (cache admission) calls them too.
+    # Every name an object makes is built by one of these three, and each checks the
+    # lengths of the whole name: the object-level rule (cache admission) calls them
+    # too. The syntax of each part was checked by label() when the field was read.
 
     def service(self, namespace: str, name: str) -> Labels:
         return check((label(name), label(namespace), *self.svc))
@@ -130,8 +131,9 @@ class ZoneNames:
     def port_srv(self, service: Labels, port_name: str, protocol: str) -> Labels:
         """``_<port>._<proto>.<service>``: a 63-character port name (legal in Kubernetes)
         makes a 64-byte label, which this refuses."""
-        return check((label("_" + port_name), label("_" + protocol), *service))
+        return check((b"_" + port_name.encode("ascii"), b"_" + protocol.encode("ascii"),
+                      *service))
 
     def endpoint(self, service: Labels, hostname: str, cluster: Labels) -> Labels:
         """``<hostname>.<cluster id>.<service>``; ``cluster`` comes from :func:`subdomain`."""
-        return check((label(hostname), *cluster, *service))
+        return check((hostname.encode("ascii"), *cluster, *service))

@@ -121,10 +121,14 @@ class RecordBuilder:
         """Bare-name SRV (every port, one per target+port) and ``_port._proto`` SRV."""
         bare: dict[tuple[Labels, int], None] = {}
         named: dict[Labels, dict[tuple[Labels, int], None]] = {}
+        owners: dict[tuple[str, str], Labels] = {}  # one name per port, many records
         for target, port in records:
             bare[(target, port.port)] = None
             if port.name:
-                owner = self.zone.port_srv(service, port.name, port.protocol)
+                owner = owners.get((port.name, port.protocol))
+                if owner is None:
+                    owner = self.zone.port_srv(service, port.name, port.protocol)
+                    owners[(port.name, port.protocol)] = owner
                 named.setdefault(owner, {})[(target, port.port)] = None
         if bare:
             self._srv(out, service, list(bare), glue)
