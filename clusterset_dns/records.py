@@ -53,8 +53,8 @@ class RecordBuilder:
         self.ttl = ttl
         self._wires: dict[Labels, bytes] = {}
         # The RFC 8482 answer does not depend on the name (its owner is a pointer to
-        # the question), so one object serves every name. Its size is taken for the
-        # longest possible question, which still fits any UDP answer.
+        # the question), so one object serves every name; its body has the same
+        # length whatever the question.
         enc = Encoder(zone.apex)
         enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
         self.any_answer = enc.finish()
