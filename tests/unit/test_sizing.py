@@ -46,8 +46,8 @@ Z = "svc.clusterset.local."
 TCP_MAX = 65535
 
 
-def section_ends(wire: bytes) -> tuple[int, int, int]:
-    """Offsets where the question, answer and authority sections end."""
+def section_ends(wire: bytes) -> tuple[int, int, int, int]:
+    """Offsets where the question, answer, authority and additional sections end."""
     counts = struct.unpack_from("!HHHH", wire, 4)
 
     def skip_name(offset: int) -> int:
@@ -63,12 +63,12 @@ def section_ends(wire: bytes) -> tuple[int, int, int]:
     for _ in range(counts[0]):
         offset = skip_name(offset) + 4
     ends = [offset]
-    for section in (1, 2):
+    for section in (1, 2, 3):
         for _ in range(counts[section]):
             offset = skip_name(offset)
             offset += 10 + struct.unpack_from("!H", wire, offset + 8)[0]
         ends.append(offset)
-    return ends[0], ends[1], ends[2]
+    return ends[0], ends[1], ends[2], ends[3]
 
 
 def answer_only_size(full: bytes, edns: bool) -> int:
@@ -280,3 +280,36 @@ def test_largest_objects_the_api_accepts() -> None:
     # the 62-character port names have their SRV name: 1,000 targets of 127 bytes, cut
     tcp, _ = check_sized(handler, f"_{'00' + 'y' * 60}._tcp.big.prod.{Z}", "SRV", False)
     assert tcp.has(dns.flags.TC) and 0 < len(tcp.answer) < 1000
+
+
+@pytest.mark.timeout(300)
+def test_every_answer_of_the_largest_objects_is_well_formed() -> None:
+    """Every question the zone has an answer for, over UDP and TCP, with and without
+    EDNS: the response parses to its last byte with the counts its header gives, fits
+    the transport, and is TC only when its answer section had to go or be cut."""
+    cache = _largest()
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    opt = b"\x00\x00\x29\x10\x00\x00\x00\x00\x00\x00\x00"  # EDNS, payload 4096
+    checked = 0
+    for key in cache.zone.answers:
+        for edns in (False, True):
+            data = (b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00" + (b"\x00\x01" if edns else
+                    b"\x00\x00") + key + (opt if edns else b""))
+            for tcp, limit in ((True, TCP_MAX), (False, DEFAULT_UDP_CAP if edns else 512)):
+                response = handler.handle(data, tcp)
+                assert response is not None and len(response) <= limit
+                assert response[:2] == b"\x12\x34" and response[3] & 0x0F == 0
+                assert response[12 : 12 + len(key)] == key
+                # the records the header counts end the message exactly
+                assert section_ends(response)[3] == len(response)
+                counts = struct.unpack_from("!HHHH", response, 4)
+                if response[2] & 0x02:  # TC
+                    # over UDP: no records; over TCP: never without records
+                    assert counts[1] > 0 if tcp else counts[1:3] == (0, 0)
+                    if not tcp:
+                        full = handler.handle(data, True) or b""
+                        assert section_ends(full)[2] + (11 if edns else 0) > limit
+                if edns:  # the OPT comes last
+                    assert response[-11:-8] == b"\x00\x00\x29"
+                checked += 1
+    assert checked == len(cache.zone.answers) * 4
