@@ -6,25 +6,28 @@ touched before returning. The answer dicts are changed in place inside that
 one synchronous call, so on the event loop a query sees either all of an
 update or none of it. Ops are small frozen dataclasses (picklable) so that the
 same list can be fanned out to worker processes.
+
+Every object is admitted before it is stored: each name it would make under
+the zone must fit DNS (:mod:`names`). An object that cannot be served whole is
+not stored (a port whose ``_<port>._<proto>`` name cannot exist only loses that
+name); either way :meth:`Cache.apply` reports it in :class:`Applied`, and never
+stops the rest of the update for it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import logging
+import struct
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from clusterset_dns import wire
-from clusterset_dns.model import IP, EndpointSlice, ObjectKey, ServiceImport
-from clusterset_dns.names import ZoneNames, to_wire
+from clusterset_dns import names, wire
+from clusterset_dns.model import IP, EndpointSlice, ObjectKey, Port, ServiceImport
+from clusterset_dns.names import Labels, ZoneNames, to_wire
 from clusterset_dns.records import Built, RecordBuilder
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +70,47 @@ class SetSynced:
 Op = PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced
 Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
 
+IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
 
-BULK = 1000  # services rebuilt in one apply: a (re)list or a big file
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An object (or part of one) that the zone cannot hold, reported once per put."""
+
+    kind: str  # IMPORT or SLICE
+    key: ObjectKey
+    reason: str
+    served: bool  # True: the rest of the object is served (only a port name was dropped)
 
 
-def release_memory() -> None:
-    """After a bulk load: moves what survived out of the cyclic garbage collector's
-    sight (a full collection over every answer would stall queries for tens of ms;
-    the data has no cycles, reference counting frees it), and hands the heap freed
-    by the load (raw JSON pages, old answers) back to the OS, so the resident size
-    reflects the data kept rather than the peak of a list."""
-    gc.collect()
-    gc.freeze()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one :meth:`Cache.apply` did: the caller decides what follows (metrics, memory)."""
+
+    rebuilt: int  # services whose answers were rebuilt
+    rejected: tuple[Rejected, ...] = ()
+
+
+class RebuildError(RuntimeError):
+    """A bug while building answers. Raised after every other service of the update was
+    rebuilt; the failed services keep their previous answers and are retried with
+    every later update."""
+
+
+# How a name stands in the zone (Zone.lookup).
+MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
+
+# Every type a name can own records of here, as key suffixes (type, class IN).
+TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
+                      for t in (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.SOA, wire.NS))
+
+
+def _owns_records(answers: Mapping[bytes, wire.Answer], name: bytes) -> bool:
+    # A loop, not any(): this runs for every negative answer on the fast path.
+    for suffix in TYPE_SUFFIXES:  # noqa: SIM110
+        if name + suffix in answers:
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -90,7 +120,7 @@ class Zone:
     apex_wire: bytes
     answers: dict[bytes, wire.Answer] = field(default_factory=dict)
     # Names that exist without records (ENTs, ...) -> reference count; a name with
-    # records is known by its answers (records.has_records).
+    # records is known by its answers, so it is not kept here a second time.
     names: dict[bytes, int] = field(default_factory=dict)
     any_answer: wire.Answer | None = None  # RFC 8482's HINFO, the same for every name
     nxdomain: wire.Answer | None = None
@@ -98,48 +128,74 @@ class Zone:
     synced: bool = False
     serial: int = 0
 
+    def lookup(self, name: bytes) -> int:
+        """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
+        for a lower-case wire-format name. The one place existence is decided."""
+        if _owns_records(self.answers, name):
+            return HAS_RECORDS
+        return EMPTY if name in self.names else MISSING
+
+    def exists(self, name: bytes) -> bool:
+        return _owns_records(self.answers, name) or name in self.names
+
 
 class Cache:
     def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = ()) -> None:
         self.builder = RecordBuilder(zone_names, ttl)
+        self.names = zone_names
         self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
         self.imports: dict[ObjectKey, ServiceImport] = {}
         self.slices: dict[ObjectKey, EndpointSlice] = {}
         self._slices_of: dict[ObjectKey, dict[ObjectKey, EndpointSlice]] = {}
         self._built: dict[ObjectKey, Footprint] = {}
+        self._failed: set[ObjectKey] = set()  # services whose last rebuild raised
         self._ns_addresses = list(ns_addresses)
         self._apex: Footprint | None = None
         self._set_serial(int(time.time()))
 
     # -- applying changes ----------------------------------------------------------------
 
-    def apply(self, ops: Iterable[Op]) -> None:
-        dirty: set[ObjectKey] = set()
-        for op in ops:
-            if isinstance(op, PutImport):
-                self._put_import(op.key, op.obj, dirty)
-            elif isinstance(op, PutSlice):
-                self._put_slice(op.key, op.obj, dirty)
-            elif isinstance(op, ReplaceImports):
-                for old_key in [k for k in self.imports if k not in op.objects]:
-                    self._put_import(old_key, None, dirty)
-                for new_key, imp in op.objects.items():
-                    self._put_import(new_key, imp, dirty)
-            elif isinstance(op, ReplaceSlices):
-                for old_key in [k for k in self.slices if k not in op.objects]:
-                    self._put_slice(old_key, None, dirty)
-                for new_key, piece in op.objects.items():
-                    self._put_slice(new_key, piece, dirty)
-            else:
-                self.zone.synced = op.synced
-        if dirty:
-            for service in dirty:
-                self._rebuild(service)
-            self._set_serial(self.zone.serial + 1)
-            if len(dirty) >= BULK:
-                release_memory()
+    def apply(self, ops: Iterable[Op]) -> Applied:
+        """Applies ``ops`` and rebuilds what they touched. Invalid objects are reported in
+        the result, never raised; a bug raises, after every touched service was rebuilt
+        (or kept whole, with its previous answers)."""
+        dirty: set[ObjectKey] = set(self._failed)
+        rejected: list[Rejected] = []
+        try:
+            for op in ops:
+                self._apply_one(op, dirty, rejected)
+        finally:
+            # Even when an op raised (a bug): what was stored so far gets its answers.
+            failures = self._rebuild_all(dirty)
+        if failures:
+            raise RebuildError(f"{len(failures)} service(s) could not be rebuilt, e.g. "
+                               f"{failures[0][0]}: {failures[0][1]!r}") from failures[0][1]
+        return Applied(len(dirty), tuple(rejected))
 
-    def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey]) -> None:
+    def _apply_one(self, op: Op, dirty: set[ObjectKey], rejected: list[Rejected]) -> None:
+        if isinstance(op, PutImport):
+            self._put_import(op.key, op.obj, dirty, rejected)
+        elif isinstance(op, PutSlice):
+            self._put_slice(op.key, op.obj, dirty, rejected)
+        elif isinstance(op, ReplaceImports):
+            for old_key in [k for k in self.imports if k not in op.objects]:
+                self._put_import(old_key, None, dirty, rejected)
+            for new_key, imp in op.objects.items():
+                self._put_import(new_key, imp, dirty, rejected)
+        elif isinstance(op, ReplaceSlices):
+            for old_key in [k for k in self.slices if k not in op.objects]:
+                self._put_slice(old_key, None, dirty, rejected)
+            for new_key, piece in op.objects.items():
+                self._put_slice(new_key, piece, dirty, rejected)
+        else:
+            self.zone.synced = op.synced
+
+    def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
+                    rejected: list[Rejected]) -> None:
+        if obj is not None:
+            obj = self._admit_import(key, obj, rejected)
+            if obj is None:
+                return  # keeps serving the last version that fitted, if any
         if self.imports.get(key) == obj:
             return  # no DNS-visible change (status conditions, annotations, ...)
         if obj is None:
@@ -148,7 +204,12 @@ class Cache:
             self.imports[key] = obj
         dirty.add(key)
 
-    def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey]) -> None:
+    def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey],
+                   rejected: list[Rejected]) -> None:
+        if obj is not None:
+            obj = self._admit_slice(key, obj, rejected)
+            if obj is None:
+                return
         old = self.slices.get(key)
         if old == obj:
             return
@@ -165,7 +226,97 @@ class Cache:
             self._slices_of.setdefault(service, {})[key] = obj
             dirty.add(service)
 
+    # -- admission: does every name of the object fit? -----------------------------------
+
+    def _reject(self, rejected: list[Rejected], kind: str, key: ObjectKey, reason: str,
+                served: bool) -> None:
+        rejected.append(Rejected(kind, key, reason, served))
+        if served:
+            log.warning("%s %s/%s: %s; the rest is served", kind, *key, reason)
+        else:
+            log.warning("%s %s/%s skipped: %s", kind, *key, reason)
+
+    def _service_name(self, kind: str, key: ObjectKey, namespace: str, name: str,
+                      rejected: list[Rejected]) -> Labels | None:
+        try:
+            return self.names.service(namespace, name)
+        except names.NameError_ as exc:
+            self._reject(rejected, kind, key, f"service name does not fit DNS: {exc}", False)
+            return None
+
+    def _fit_ports(self, kind: str, key: ObjectKey, service: Labels, ports: tuple[Port, ...],
+                   rejected: list[Rejected]) -> tuple[Port, ...]:
+        """The ports, less the names whose ``_<port>._<proto>`` name cannot exist: such a
+        port still counts for the bare-name SRV (as an unnamed port would)."""
+        fitted: list[Port] | None = None
+        for i, port in enumerate(ports):
+            if not port.name:
+                continue
+            try:
+                self.names.port_srv(service, port.name, port.protocol)
+            except names.NameError_ as exc:
+                if fitted is None:
+                    fitted = list(ports)
+                fitted[i] = Port("", port.protocol, port.port)
+                self._reject(rejected, kind, key,
+                             f"port {port.name!r}: no _<port>._<proto> SRV name: {exc}", True)
+        return ports if fitted is None else tuple(fitted)
+
+    def _admit_import(self, key: ObjectKey, imp: ServiceImport,
+                      rejected: list[Rejected]) -> ServiceImport | None:
+        service = self._service_name(IMPORT, key, imp.namespace, imp.name, rejected)
+        if service is None:
+            return None
+        ports = self._fit_ports(IMPORT, key, service, imp.ports, rejected)
+        return imp if ports is imp.ports else replace(imp, ports=ports)
+
+    def _admit_slice(self, key: ObjectKey, piece: EndpointSlice,
+                     rejected: list[Rejected]) -> EndpointSlice | None:
+        service = self._service_name(SLICE, key, piece.namespace, piece.service, rejected)
+        if service is None:
+            return None
+        if piece.cluster is not None:
+            try:
+                cluster = names.subdomain(piece.cluster)
+                # The longest endpoint name decides; an address's derived name is at
+                # most 40 characters, so it is only worked out when room is short.
+                room = (names.MAX_NAME_WIRE - names.wire_length(service)
+                        - names.wire_length(cluster))
+                for endpoint in piece.endpoints:
+                    if endpoint.hostname is not None:
+                        longest = len(endpoint.hostname)
+                    elif room > names.MAX_DERIVED_HOSTNAME:
+                        continue
+                    else:
+                        longest = max(len(names.endpoint_hostname(ip))
+                                      for ip in endpoint.addresses)
+                    if longest > room:
+                        self.names.endpoint(service, "x" * longest, cluster)  # raises
+            except names.NameError_ as exc:
+                self._reject(rejected, SLICE, key, f"endpoint names do not fit DNS: {exc}",
+                             False)
+                return None
+        ports = self._fit_ports(SLICE, key, service, piece.ports, rejected)
+        return piece if ports is piece.ports else replace(piece, ports=ports)
+
     # -- rebuilding -----------------------------------------------------------------------
+
+    def _rebuild_all(self, dirty: set[ObjectKey]) -> list[tuple[ObjectKey, Exception]]:
+        """Rebuilds every service in ``dirty``, each on its own: one that raises keeps
+        its previous answers whole and does not stop the others."""
+        failures: list[tuple[ObjectKey, Exception]] = []
+        if not dirty:
+            return failures
+        for service in dirty:
+            try:
+                self._rebuild(service)
+            except Exception as exc:  # a bug: reported by apply, after the others
+                failures.append((service, exc))
+                self._failed.add(service)
+            else:
+                self._failed.discard(service)
+        self._set_serial(self.zone.serial + 1)
+        return failures
 
     def _rebuild(self, service: ObjectKey) -> None:
         imp = self.imports.get(service)
@@ -178,22 +329,24 @@ class Cache:
 
     def _swap(self, old: Footprint | None, new: Built) -> Footprint:
         """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""
-        answers, names = self.zone.answers, self.zone.names
+        answers, zone_names = self.zone.answers, self.zone.names
+        # A name with records is known by its answers: only the others are counted.
+        empty = tuple(name for name in new.names if not _owns_records(new.answers, name))
         if old is not None:
             for key in old[0]:
                 if key not in new.answers:
                     del answers[key]
             for name in old[1]:
-                count = names[name] - 1
+                count = zone_names[name] - 1
                 if count:
-                    names[name] = count
+                    zone_names[name] = count
                 else:
-                    del names[name]
+                    del zone_names[name]
         answers.update(new.answers)
-        for name in new.names:
-            names[name] = names.get(name, 0) + 1
+        for name in empty:
+            zone_names[name] = zone_names.get(name, 0) + 1
         # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
-        return tuple(new.answers), tuple(new.names)
+        return tuple(new.answers), empty
 
     def _set_serial(self, serial: int) -> None:
         serial &= 0xFFFFFFFF

@@ -94,9 +94,13 @@ def _ip(raw: Any) -> IP | None:
 
 
 def _dns_label(text: Any, what: str) -> str:
-    if not isinstance(text, str) or not names.is_label(text):
-        raise InvalidObject(f"{what} {text!r} is not a DNS label")
-    return text.lower()
+    """A field that becomes one label of a name (names.label's rule)."""
+    if not isinstance(text, str):
+        raise InvalidObject(f"{what} {text!r} is not a string")
+    try:
+        return names.label(text).decode("ascii")
+    except names.NameError_ as exc:
+        raise InvalidObject(f"{what}: {exc}") from None
 
 
 def _ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
@@ -159,8 +163,11 @@ def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
     conditions = raw.get("conditions")
     if isinstance(conditions, Mapping) and conditions.get("ready") is False:
         return None
+    raw_addresses = raw.get("addresses") or []
+    if not isinstance(raw_addresses, list):
+        raise InvalidObject("addresses is not a list")
     addresses: list[IP] = []
-    for text in raw.get("addresses") or []:
+    for text in raw_addresses:
         ip = _ip(text)
         if ip is None:
             warn(f"{where}: address {text!r} does not parse, dropped")
@@ -185,21 +192,28 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     if not service:
         raise InvalidObject(f"label {SERVICE_NAME_LABEL} missing or empty")
     service = _dns_label(service, f"label {SERVICE_NAME_LABEL}")
-    cluster = labels.get(SOURCE_CLUSTER_LABEL) or None
+    cluster = labels.get(SOURCE_CLUSTER_LABEL)
     if cluster is not None:
+        # Present but not a name ("", ".", "a b"): endpoint names would land directly
+        # under the service or be unencodable, so the slice is refused, not served
+        # as if it had no cluster id.
+        if not isinstance(cluster, str):
+            raise InvalidObject(f"cluster id {cluster!r} is not a string")
         try:
-            names.split(cluster)
-        except (names.NameError_, UnicodeError):
-            raise InvalidObject(f"cluster id {cluster!r} is not a DNS name") from None
-        cluster = cluster.lower().rstrip(".")
+            cluster = b".".join(names.subdomain(cluster)).decode("ascii")
+        except names.NameError_ as exc:
+            raise InvalidObject(f"cluster id: {exc}") from None
     address_type = obj.get("addressType")
     if address_type == "FQDN":
         return None
     if address_type not in ("IPv4", "IPv6"):
         raise InvalidObject(f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
     family = 4 if address_type == "IPv4" else 6
+    raw_endpoints = obj.get("endpoints") or []
+    if not isinstance(raw_endpoints, list):
+        raise InvalidObject("endpoints is not a list")
     endpoints: list[Endpoint] = []
-    for i, raw in enumerate(obj.get("endpoints") or []):
+    for i, raw in enumerate(raw_endpoints):
         try:
             endpoint = _endpoint(raw, family, f"endpoints[{i}]", warn)
         except InvalidObject as exc:

@@ -12,7 +12,7 @@ from typing import TextIO
 from dnslib import QTYPE, DNSRecord
 
 from clusterset_dns import names
-from clusterset_dns.cache import Cache
+from clusterset_dns.cache import Cache, Op
 from clusterset_dns.config import Config
 from clusterset_dns.manifests import ManifestSource
 
@@ -36,7 +36,11 @@ def dump(config: Config, out: TextIO) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     assert config.manifests is not None
     cache = Cache(names.ZoneNames(config.zone), config.ttl, config.ns_addresses)
-    source = ManifestSource(config.manifests, cache.apply, 0)
+
+    def apply(ops: list[Op]) -> None:
+        cache.apply(ops)  # what it rejects, the cache has logged
+
+    source = ManifestSource(config.manifests, apply, 0)
     source.scan()
     if not source.synced:
         return 1

@@ -4,7 +4,7 @@ The common query (one question, no EDNS or an option-less OPT, class IN) is
 answered by one dict look-up keyed by the lower-cased question bytes; that
 costs a few byte copies and no parsing of the name. Everything else takes
 :meth:`Handler._slow`, which still builds no DNS objects: it walks the packet,
-classifies the name against the zone and splices a ready-made answer.
+asks the zone whether the name exists and splices a ready-made answer.
 Nothing here raises: a malformed packet gets FORMERR or is dropped.
 """
 
@@ -13,20 +13,63 @@ from __future__ import annotations
 import struct
 
 from clusterset_dns import wire
-from clusterset_dns.cache import Zone
-from clusterset_dns.records import has_records
-from clusterset_dns.wire import AA, QR, TC, Answer
+from clusterset_dns.cache import EMPTY, HAS_RECORDS, Zone
+from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer
 
-_ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"
-_ONE_QUESTION_OPT = b"\x00\x01\x00\x00\x00\x00\x00\x01"
-_OPT_HEAD = b"\x00\x00\x29"
+_ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
+_ONE_QUESTION_OPT = b"\x00\x01\x00\x00\x00\x00\x00\x01"  # ... and one additional record
+_OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
 _NO_RDATA = b"\x00\x00"
+# Masks on single header bytes, for the fast path (byte 2 = QR|opcode|AA|TC|RD,
+# byte 3 = RA|Z|AD|CD|rcode).
+_QR_OR_OPCODE = 0xF8  # byte 2: a response, or an opcode other than QUERY
+_RD_BIT = 0x01  # byte 2 -> bit 0 of the heads index
+_CD_BIT = 0x10  # byte 3 -> bit 1 of the heads index (shifted right by 3)
+_EDNS_VARIANT = 4  # bit 2 of the heads index: the answer carries an OPT
+_OPCODE = 0x7800  # in the flags word
 _HEADER = struct.Struct("!HHHHH")
+_COUNTS = struct.Struct("!HHHH")
 _RR_HEAD = struct.Struct("!HHIH")
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
 _MAX_TAILS = 1024  # distinct OPT tails remembered (bounded: they come from clients)
-_TCP_MAX = 65535  # a TCP message's 2-byte length prefix; larger answers get TC
+_UDP_PLAIN = 512  # a UDP answer to a query without EDNS (RFC 1035 4.2.1)
+_MAX_NAME = 255
 _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
+
+Edns = tuple[int, int, int]  # (UDP payload size, version, DO bit) of a query's OPT
+
+
+def _variant(data: bytes) -> int:
+    """The index into ``Answer.heads`` for the query's RD and CD bits (the fast path
+    inlines this very expression once)."""
+    return (data[2] & _RD_BIT) | ((data[3] & _CD_BIT) >> 3)
+
+
+def walk_name(data: bytes, offset: int, pointers: bool = False) -> tuple[list[int], int] | None:
+    """Walks the name at ``offset``: (offsets of its labels, offset just after it), or
+    None when it is malformed (runs off the end, a label over 63 bytes, a name over 255
+    bytes) or compressed while ``pointers`` is False. A pointer ends the name and is not
+    followed: the callers only need to step over it."""
+    size = len(data)
+    start = offset
+    starts: list[int] = []
+    while True:
+        if offset >= size:
+            return None
+        length = data[offset]
+        if length == 0:
+            offset += 1
+            break
+        if length & 0xC0 == 0xC0 and pointers:
+            offset += 2
+            break
+        if length > 63:
+            return None
+        starts.append(offset)
+        offset += length + 1
+    if offset - start > _MAX_NAME or offset > size:
+        return None
+    return starts, offset
 
 
 class Stats:
@@ -36,7 +79,7 @@ class Stats:
 
     def __init__(self) -> None:
         self.rcodes = [0] * 24  # index = rcode (16 = BADVERS)
-        self.truncated = 0
+        self.truncated = 0  # UDP answers sent as TC with no records
         self.dropped = 0
         # Kept by server.DNSServer; here so that workers report them too.
         self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
@@ -46,7 +89,7 @@ class Handler:
     def __init__(self, zone: Zone, udp_payload_cap: int) -> None:
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
-        self.cap = max(512, udp_payload_cap)
+        self.cap = max(_UDP_PLAIN, udp_payload_cap)
         self.stats = Stats()
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
@@ -58,7 +101,7 @@ class Handler:
         if (tail[:3] != _OPT_HEAD or tail[6] != 0 or tail[9:] != _NO_RDATA
                 or len(self._tails) >= _MAX_TAILS):  # version 0, no options
             return None
-        limit = max(512, min((tail[3] << 8) | tail[4], self.cap))
+        limit = max(_UDP_PLAIN, min((tail[3] << 8) | tail[4], self.cap))
         self._tails[tail] = found = (limit, self._opt[tail[7] >> 7])
         return found
 
@@ -69,40 +112,32 @@ class Handler:
     # -- the fast path ------------------------------------------------------------------
 
     def handle(self, data: bytes, tcp: bool) -> bytes | None:
-        """The response to ``data``, or None when nothing must be sent."""
+        """The response to ``data``, or None when nothing must be sent.
+
+        On this path the response is ``len(data) + ans.size`` bytes long (the query's
+        question and OPT come back, the answer's body is added), so the size check is
+        one addition; anything larger takes the slow path, which picks a smaller form
+        of the answer (RFC 2181 9)."""
         size = len(data)
-        if size > 16 and not data[2] & 0xF8:  # a query (QR=0), opcode QUERY
+        if size > 16 and not data[2] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
             counts = data[4:12]
+            variant = (data[2] & _RD_BIT) | ((data[3] & _CD_BIT) >> 3)  # = _variant(data)
             if counts == _ONE_QUESTION:
                 question = data[12:]
-                ans = self.answers.get(question.lower())
-                if ans is not None:
-                    if ans.size <= (_TCP_MAX if tcp else 512):
-                        self.stats.rcodes[0] += 1
-                        return (data[:2] + ans.heads[(data[2] & 1) | ((data[3] & 0x10) >> 3)]
-                                + question + ans.body)
-                else:
-                    ans = self._negative(question)
-                    if ans is not None and ans.size + len(question) <= (
-                            _TCP_MAX if tcp else 512):
-                        self.stats.rcodes[ans.rcode] += 1
-                        return (data[:2] + ans.heads[(data[2] & 1) | ((data[3] & 0x10) >> 3)]
-                                + question + ans.body)
+                ans = self.answers.get(question.lower()) or self._negative(question)
+                if ans is not None and size + ans.size <= (TCP_MAX if tcp else _UDP_PLAIN):
+                    self.stats.rcodes[ans.rcode] += 1
+                    return data[:2] + ans.heads[variant] + question + ans.body
             elif counts == _ONE_QUESTION_OPT:
-                tail = data[size - 11 :]
+                tail = data[size - OPT_LEN :]
                 edns = self._tails.get(tail) or self._learn(tail)
                 if edns is not None:  # an option-less OPT of EDNS version 0
-                    question = data[12 : size - 11]
-                    ans = self.answers.get(question.lower())
-                    if ans is None:
-                        ans = self._negative(question)
-                        extra = 11 + len(question)  # negative answers are sized without it
-                    else:
-                        extra = 11
-                    if ans is not None and ans.size + extra <= (_TCP_MAX if tcp else edns[0]):
+                    question = data[12 : size - OPT_LEN]
+                    ans = self.answers.get(question.lower()) or self._negative(question)
+                    if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
                         self.stats.rcodes[ans.rcode] += 1
-                        return (data[:2] + ans.heads[4 | (data[2] & 1) | ((data[3] & 0x10) >> 3)]
-                                + question + ans.body + edns[1])
+                        return (data[:2] + ans.heads[_EDNS_VARIANT | variant] + question
+                                + ans.body + edns[1])
         try:
             return self._slow(data, tcp)
         except Exception:  # a bug must cost one answer, never the server
@@ -112,29 +147,20 @@ class Handler:
     def _negative(self, question: bytes) -> Answer | None:
         """NXDOMAIN or NODATA for a question that missed the answers, or None to let
         the slow path decide (not a well-formed IN question, ANY, a transfer, outside
-        the zone, or not synced yet). Costs one walk over the labels."""
+        the zone, or not synced yet)."""
         size = len(question)
-        root = size - 5  # where the name's terminating zero byte must be
-        if root < 0 or question[root] != 0 or question[size - 2 :] != b"\x00\x01":
+        if size < 5 or question[size - 2 :] != b"\x00\x01":
             return None  # malformed, or a class other than IN
         if question[size - 4] == 0 and question[size - 3] in _SLOW_TYPES:
             return None
-        offset, starts = 0, []
-        while offset < root:
-            length = question[offset]
-            if length == 0 or length > 63:
-                return None
-            starts.append(offset)
-            offset += length + 1
-        if offset != root or root >= 255:
+        walked = walk_name(question, 0)
+        if walked is None or walked[1] != size - 4:
             return None
-        name = question[: root + 1].lower()
+        name = question[: size - 4].lower()
         zone = self.zone
-        if has_records(self.answers, name) or name in zone.names:
+        if zone.exists(name):
             return zone.nodata
-        apex = zone.apex_wire
-        boundary = len(name) - len(apex)
-        if zone.synced and name.endswith(apex) and (boundary in starts or boundary == root):
+        if zone.synced and self._in_zone(name, walked[0], 0):
             return zone.nxdomain
         return None
 
@@ -149,130 +175,131 @@ class Handler:
         if flags & QR:
             self.stats.dropped += 1
             return None  # never answer a response (no reflection loops)
+        qid = data[:2]
         request_bits = flags & (wire.RD | wire.CD)
-        opcode_bits = flags & 0x7800
-        qdcount, ancount, nscount, arcount = struct.unpack_from("!HHHH", data, 4)
-        found = self._question(data) if qdcount == 1 else None
-        if opcode_bits:
+        qdcount, ancount, nscount, arcount = _COUNTS.unpack_from(data, 4)
+        # The whole message is walked first, so that every answer to an EDNS query,
+        # errors included, carries an OPT (RFC 6891 7).
+        found, edns, well_formed = self._parse(data, qdcount, ancount + nscount, arcount)
+        question = found[0] if found is not None and qdcount == 1 else b""
+        if flags & _OPCODE:
             # The question goes back too: a forwarder (CoreDNS) drops a reply without it.
-            return self._error(data[:2], opcode_bits | request_bits, wire.NOTIMP,
-                               found[0] if found else b"")
-        if found is None:
-            return self._error(data[:2], request_bits, wire.FORMERR, b"")
-        question, labels_at = found
-        name_end = 12 + len(question) - 4
-        qtype, qclass = struct.unpack_from("!HH", data, name_end)
-        # The other sections: skip answers/authority, find one OPT in additional.
-        offset = name_end + 4
-        edns: tuple[int, int, int] | None = None  # (payload, version, do)
-        for index in range(ancount + nscount + arcount):
-            parsed = self._skip_rr(data, offset)
-            if parsed is None:
-                return self._error(data[:2], request_bits, wire.FORMERR, question)
-            rtype, rclass, ttl, end, root_owner = parsed
-            if rtype == wire.OPT:
-                if index < ancount + nscount or edns is not None or not root_owner:
-                    return self._error(data[:2], request_bits, wire.FORMERR, question)
-                edns = (rclass, (ttl >> 16) & 0xFF, (ttl >> 15) & 1)
-            offset = end
+            return self._error(qid, (flags & _OPCODE) | request_bits, wire.NOTIMP, question,
+                               edns)
+        if not question or not well_formed:
+            return self._error(qid, request_bits, wire.FORMERR, question, edns)
+        assert found is not None
+        labels_at = found[1]
         if edns is not None and edns[1] != 0:
-            return self._error(data[:2], request_bits, 0, question, edns, badvers=True)
+            return self._error(qid, request_bits, 0, question, edns, badvers=True)
         if tcp:
-            limit = _TCP_MAX
+            limit = TCP_MAX
         elif edns is None:
-            limit = 512
+            limit = _UDP_PLAIN
         else:
-            limit = max(512, min(edns[0], self.cap))
+            limit = max(_UDP_PLAIN, min(edns[0], self.cap))
+        qtype, qclass = struct.unpack_from("!HH", question, len(question) - 4)
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
-            return self._error(data[:2], request_bits, wire.REFUSED, question, edns)
-        name = question[:-4].lower()
+            return self._error(qid, request_bits, wire.REFUSED, question, edns)
         zone = self.zone
         ans = self.answers.get(question.lower())
         if ans is None:
-            if has_records(self.answers, name):
+            name = question[:-4].lower()
+            state = zone.lookup(name)
+            if state == HAS_RECORDS:
                 # RFC 8482: ANY gets one synthesized record, never the whole node.
                 ans = zone.any_answer if qtype == wire.ANY else zone.nodata
-            elif name in zone.names:
+            elif state == EMPTY:
                 ans = zone.nodata  # an empty non-terminal: no records, not even for ANY
-            elif self._in_zone(name, labels_at):
+            elif self._in_zone(name, labels_at, 12):
                 if not zone.synced:
-                    return self._error(data[:2], request_bits, wire.SERVFAIL, question, edns)
+                    return self._error(qid, request_bits, wire.SERVFAIL, question, edns)
                 ans = zone.nxdomain
             else:
-                return self._error(data[:2], request_bits, wire.REFUSED, question, edns)
+                return self._error(qid, request_bits, wire.REFUSED, question, edns)
             assert ans is not None
-        return self._splice(data[:2], request_bits, question, ans, edns, limit)
+        return self._splice(qid, _variant(data), request_bits, question, ans, edns, limit)
 
     @staticmethod
-    def _question(data: bytes) -> tuple[bytes, list[int]] | None:
-        """The question's bytes and its labels' offsets; None when it is malformed.
-        No compression: there is nothing before the question to point at."""
+    def _parse(data: bytes, questions: int, records: int, additional: int
+               ) -> tuple[tuple[bytes, list[int]] | None, Edns | None, bool]:
+        """(the first question's bytes and label offsets, the query's OPT, whether the
+        whole message is well formed). No compression in a question: there is nothing
+        before it to point at. The OPT counts once found, even if what follows it is
+        malformed, so that the FORMERR carries it."""
         size = len(data)
-        offset, labels_at = 12, []
-        while True:
-            if offset >= size:
-                return None
-            length = data[offset]
-            if length == 0:
-                break
-            if length > 63 or offset + length + 1 > size:
-                return None
-            labels_at.append(offset)
-            offset += length + 1
-        name_end = offset + 1
-        if name_end + 4 > size or name_end - 12 > 255:
-            return None
-        return data[12 : name_end + 4], labels_at
+        offset = 12
+        first: tuple[bytes, list[int]] | None = None
+        for _ in range(questions):
+            walked = walk_name(data, offset)
+            if walked is None or walked[1] + 4 > size:
+                return first, None, False
+            if first is None:
+                first = (data[offset : walked[1] + 4], walked[0])
+            offset = walked[1] + 4
+        edns: Edns | None = None
+        for index in range(records + additional):
+            parsed = Handler._skip_rr(data, offset)
+            if parsed is None:
+                return first, edns, False
+            rtype, rclass, ttl, end, root_owner = parsed
+            if rtype == wire.OPT:
+                if index < records or edns is not None or not root_owner:
+                    return first, edns, False
+                edns = (rclass, (ttl >> 16) & 0xFF, (ttl >> 15) & 1)
+            offset = end
+        return first, edns, True
 
-    def _in_zone(self, name: bytes, labels_at: list[int]) -> bool:
+    def _in_zone(self, name: bytes, labels_at: list[int], base: int) -> bool:
+        """Whether ``name`` is the apex or below it; ``labels_at`` are its labels' offsets
+        in a buffer where the name starts at ``base``."""
         apex = self.zone.apex_wire
         start = len(name) - len(apex)
         # The apex must start on a label boundary of the question, not inside a label.
-        return start >= 0 and name.endswith(apex) and (start + 12 in labels_at or apex == b"\x00")
+        return start >= 0 and name.endswith(apex) and (
+            start + base in labels_at or start == len(name) - 1)
 
     @staticmethod
     def _skip_rr(data: bytes, offset: int) -> tuple[int, int, int, int, bool] | None:
         """(type, class, ttl, end offset, owner is root) of the record at ``offset``."""
         size = len(data)
-        start = offset
-        while True:
-            if offset >= size:
-                return None
-            length = data[offset]
-            if length & 0xC0 == 0xC0:
-                offset += 2
-                break
-            if length > 63:
-                return None
-            offset += length + 1
-            if length == 0:
-                break
-        if offset + 10 > size:
+        walked = walk_name(data, offset, pointers=True)
+        if walked is None:
             return None
-        rtype, rclass, ttl, rdlength = _RR_HEAD.unpack_from(data, offset)
-        end = offset + 10 + rdlength
+        after = walked[1]
+        if after + 10 > size:
+            return None
+        rtype, rclass, ttl, rdlength = _RR_HEAD.unpack_from(data, after)
+        end = after + 10 + rdlength
         if end > size:
             return None
-        return rtype, rclass, ttl, end, offset - start == 1
+        return rtype, rclass, ttl, end, after - offset == 1
 
-    def _splice(self, qid: bytes, request_bits: int, question: bytes, ans: Answer,
-                edns: tuple[int, int, int] | None, limit: int) -> bytes:
-        index = (1 if request_bits & wire.RD else 0) | (2 if request_bits & wire.CD else 0)
+    def _splice(self, qid: bytes, variant: int, request_bits: int, question: bytes,
+                ans: Answer, edns: Edns | None, limit: int) -> bytes:
         opt = b""
         if edns is not None:
-            index |= 4
+            variant |= _EDNS_VARIANT
             opt = self._opt[edns[2]]
-        if 12 + len(question) + len(ans.body) + len(opt) > limit:
-            # Too big for this UDP client: header and question only, TC set (RFC 2181 9).
+        room = limit - 12 - len(question) - len(opt)
+        # RFC 2181 9: the additional section goes first; TC only when the answer
+        # records themselves do not fit. (Over TCP every stored answer fits: one that
+        # cannot be sent whole was cut to what fits when it was built.)
+        fitting: Answer | None = ans
+        if ans.size > room:
+            fitting = ans.without_additional()
+            if fitting is not None and fitting.size > room:
+                fitting = None
+        self.stats.rcodes[ans.rcode] += 1
+        if fitting is None:
+            # Too big for this UDP client: header and question only, TC set.
             self.stats.truncated += 1
-            self.stats.rcodes[ans.rcode] += 1
             head = _HEADER.pack(QR | AA | TC | request_bits | ans.rcode, 1, 0, 0, 1 if opt else 0)
             return qid + head + question + opt
-        self.stats.rcodes[ans.rcode] += 1
-        return qid + ans.heads[index] + question + ans.body + opt
+        return qid + fitting.heads[variant] + question + fitting.body + opt
 
     def _error(self, qid: bytes, bits: int, rcode: int, question: bytes,
-               edns: tuple[int, int, int] | None = None, badvers: bool = False) -> bytes:
+               edns: Edns | None = None, badvers: bool = False) -> bytes:
         """A response with no records (rcode other than NOERROR/NXDOMAIN, or BADVERS)."""
         self.stats.rcodes[16 if badvers else rcode] += 1
         opt = b""

@@ -73,6 +73,10 @@ class ServerCollector(Collector):
                                   "TCP connections aborted by the idle timeout with answers "
                                   "unsent (the client did not read)",
                                   value=sum(s.tcp_aborted for s in every))
+        yield CounterMetricFamily("clusterset_dns_answers_cut",
+                                  "Answers built larger than one DNS message can carry, cut to "
+                                  "the records that fit (sent with TC)",
+                                  value=self.cache.builder.cut)
         yield CounterMetricFamily("clusterset_dns_dropped",
                                   "Packets not answered (no header, or a response)",
                                   value=sum(s.dropped for s in every))

@@ -1,8 +1,17 @@
-"""Domain-name helpers: label validation, wire encoding, the names of the zone.
+"""Domain-name helpers: the rules a name must follow, wire encoding, the names of the zone.
 
 Pure functions only. Names are handled as tuples of lower-case ``bytes``
 labels (most specific first, root omitted), which is what the wire encoder and
 the answer keys use.
+
+The rules (enforced here, applied by :mod:`convert` to each field that becomes
+a label and by the cache to every whole name an object makes under the zone):
+
+- a label is 1..63 bytes of ASCII letters, digits, ``-`` and ``_`` (upper case
+  is folded): what Kubernetes names, label values and port names can hold that
+  is also safe in any resolver; a space, a dot inside a label, ``*``, ``@`` or a
+  non-ASCII character is refused;
+- a name is at most 255 bytes in wire form (RFC 1035 2.3.4), root included.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ Labels = tuple[bytes, ...]
 
 MAX_LABEL = 63
 MAX_NAME_WIRE = 255
+MAX_DERIVED_HOSTNAME = 40  # endpoint_hostname() of any address: 39 (IPv6) + a "0"
 
 
 class NameError_(ValueError):
@@ -48,13 +58,46 @@ def to_wire(labels: Labels) -> bytes:
     return b"".join(bytes((len(label),)) + label for label in labels) + b"\x00"
 
 
+def wire_to_text(wire: bytes) -> str:
+    """An uncompressed wire-format name as text, for log lines."""
+    labels, offset = [], 0
+    while offset < len(wire) and wire[offset]:
+        labels.append(wire[offset + 1 : offset + 1 + wire[offset]])
+        offset += 1 + wire[offset]
+    return to_text(tuple(labels))
+
+
 def to_text(labels: Labels) -> str:
     return ".".join(label.decode("ascii") for label in labels) + "."
 
 
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def label(text: str) -> bytes:
+    """``"Web"`` -> ``b"web"``; raises :class:`NameError_` unless ``text`` is one label."""
+    low = text.lower()
+    if not 0 < len(low) <= MAX_LABEL:
+        raise NameError_(f"{text[:70]!r} is not 1..{MAX_LABEL} characters long")
+    if not low.isascii() or not _LABEL_CHARS.issuperset(low):
+        raise NameError_(f"{text[:70]!r} is not a DNS label (letters, digits, '-', '_')")
+    return low.encode("ascii")
+
+
 def is_label(text: str) -> bool:
-    """True for a single non-empty label of at most 63 ASCII characters."""
-    return 0 < len(text) <= MAX_LABEL and text.isascii() and "." not in text
+    """Whether ``text`` is one label by the rules above."""
+    try:
+        label(text)
+    except NameError_:
+        return False
+    return True
+
+
+def subdomain(text: str) -> Labels:
+    """A dotted name of labels (a cluster id, KEP-2149): ``"East.EU"`` -> ``(b"east", b"eu")``.
+    One trailing dot is allowed; empty (``""``, ``"."``) is not."""
+    parts = (text[:-1] if text.endswith(".") else text).split(".")
+    return check(tuple(label(part) for part in parts))
 
 
 def endpoint_hostname(address: IPv4Address | IPv6Address) -> str:
@@ -78,15 +121,19 @@ class ZoneNames:
         self.dns_version: Labels = (b"dns-version", *self.apex)
         self.ns: Labels = (b"ns", b"dns", *self.apex)
 
+    # Every name an object makes is built by one of these three, and each checks the
+    # lengths of the whole name: the object-level rule (cache admission) calls them
+    # too. The syntax of each part was checked by label() when the field was read.
+
     def service(self, namespace: str, name: str) -> Labels:
-        return check((name.lower().encode("ascii"), namespace.lower().encode("ascii"), *self.svc))
+        return check((label(name), label(namespace), *self.svc))
 
     def port_srv(self, service: Labels, port_name: str, protocol: str) -> Labels:
-        return check((b"_" + port_name.encode("ascii"), b"_" + protocol.encode("ascii"), *service))
+        """``_<port>._<proto>.<service>``: a 63-character port name (legal in Kubernetes)
+        makes a 64-byte label, which this refuses."""
+        return check((b"_" + port_name.encode("ascii"), b"_" + protocol.encode("ascii"),
+                      *service))
 
     def endpoint(self, service: Labels, hostname: str, cluster: Labels) -> Labels:
-        """``hostname`` and ``cluster`` were checked label by label on the way in."""
-        labels = (hostname.encode("ascii"), *cluster, *service)
-        if wire_length(labels) > MAX_NAME_WIRE:
-            raise NameError_(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
-        return labels
+        """``<hostname>.<cluster id>.<service>``; ``cluster`` comes from :func:`subdomain`."""
+        return check((hostname.encode("ascii"), *cluster, *service))

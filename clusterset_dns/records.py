@@ -26,29 +26,14 @@ HINFO_RFC8482 = (b"RFC8482", b"")
 _QTYPE_CLASS = {t: struct.pack("!HH", t, wire.CLASS_IN) for t in (wire.A, wire.AAAA)}
 
 
-# Every type a name can have records of here, as key suffixes (type, class IN).
-TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
-                      for t in (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.SOA, wire.NS))
-
-
 @dataclass(slots=True)
 class Built:
     """What one service (or the apex) puts into the zone."""
 
     answers: dict[bytes, wire.Answer] = field(default_factory=dict)
-    # Names that exist without records of their own (empty non-terminals, an import
-    # with no address). A name with records is known by its answers instead, so the
-    # zone keeps no second entry for it (see has_records).
+    # Every name that exists, with records or without (empty non-terminals, an import
+    # with no address); the zone decides which it needs to keep.
     names: set[bytes] = field(default_factory=set)
-
-    def prune(self) -> Built:
-        self.names = {name for name in self.names if not has_records(self.answers, name)}
-        return self
-
-
-def has_records(answers: dict[bytes, wire.Answer], name: bytes) -> bool:
-    """Whether the wire name ``name`` owns records of any type."""
-    return any(name + suffix in answers for suffix in TYPE_SUFFIXES)
 
 
 def _sorted_ips(ips: Iterable[IP]) -> list[IP]:
@@ -68,13 +53,12 @@ class RecordBuilder:
         self.ttl = ttl
         self._wires: dict[Labels, bytes] = {}
         # The RFC 8482 answer does not depend on the name (its owner is a pointer to
-        # the question), so one object serves every name. Its size is taken for the
-        # longest possible question, which still fits any UDP answer.
+        # the question), so one object serves every name; its body has the same
+        # length whatever the question.
         enc = Encoder(zone.apex)
         enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
-        shared = enc.finish()
-        self.any_answer = wire.Answer(shared.heads, shared.body,
-                                       12 + names.MAX_NAME_WIRE + 4 + len(shared.body), 0)
+        self.any_answer = enc.finish()
+        self.cut = 0  # answers built too large for one message, cut to what fits
         self._address_heads = {
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
             6: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
@@ -96,14 +80,26 @@ class RecordBuilder:
         Every record's owner is the question itself (``C0 0C``), so the body is
         joined directly: this runs once per endpoint name, the bulk of a large zone."""
         key = self._wire(owner)
-        question_size = 12 + len(key) + 4
         for version, rtype in ((4, wire.A), (6, wire.AAAA)):
             family = [ip.packed for ip in ips if ip.version == version]
             if family:
                 head = self._address_heads[version]
                 body = b"".join(head + packed for packed in family)
-                out.answers[key + _QTYPE_CLASS[rtype]] = wire.Answer(
-                    wire.heads(0, len(family), 0, 0), body, question_size + len(body), 0)
+                if len(family) * 28 < wire.TCP_MAX // 2:  # fits a message whatever the rest
+                    answer = wire.Answer(wire.heads(0, len(family), 0, 0), body, 0)
+                else:  # every record is the same size: they end at multiples of it
+                    step = len(head) + len(family[0])
+                    answer = wire.sized(len(key) + 4, 0, body, (len(family), 0, 0), len(body),
+                                        range(step, len(body) + 1, step))
+                self._store(out, key + _QTYPE_CLASS[rtype], answer)
+
+    def _store(self, out: Built, key: bytes, answer: wire.Answer) -> None:
+        if answer.cut:
+            self.cut += 1
+            log.warning("answer to %s type %d is larger than a DNS message: cut to %d records",
+                        names.wire_to_text(key[:-4]), int.from_bytes(key[-4:-2]),
+                        int.from_bytes(answer.heads[0][4:6]))
+        out.answers[key] = answer
 
     def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
              glue: dict[Labels, list[IP]]) -> None:
@@ -118,17 +114,21 @@ class RecordBuilder:
                 seen.add(target)
                 for ip in glue.get(target, ()):
                     enc.address(2, target, self.ttl, ip.packed)
-        out.answers[question_key(owner, SRV)] = enc.finish()
+        self._store(out, question_key(owner, SRV), enc.finish())
 
     def _srv_sets(self, out: Built, service: Labels, records: list[tuple[Labels, Port]],
                   glue: dict[Labels, list[IP]]) -> None:
         """Bare-name SRV (every port, one per target+port) and ``_port._proto`` SRV."""
         bare: dict[tuple[Labels, int], None] = {}
         named: dict[Labels, dict[tuple[Labels, int], None]] = {}
+        owners: dict[tuple[str, str], Labels] = {}  # one name per port, many records
         for target, port in records:
             bare[(target, port.port)] = None
             if port.name:
-                owner = self.zone.port_srv(service, port.name, port.protocol)
+                owner = owners.get((port.name, port.protocol))
+                if owner is None:
+                    owner = self.zone.port_srv(service, port.name, port.protocol)
+                    owners[(port.name, port.protocol)] = owner
                 named.setdefault(owner, {})[(target, port.port)] = None
         if bare:
             self._srv(out, service, list(bare), glue)
@@ -160,7 +160,7 @@ class RecordBuilder:
             self._cluster_set_ip(out, svc, imp)
         else:
             self._headless(out, svc, list(slices))
-        return out.prune()
+        return out
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
         ips = _sorted_ips(imp.ips)
@@ -180,7 +180,8 @@ class RecordBuilder:
         hosts: dict[Labels, list[IP]] = {}
         srv_records: list[tuple[Labels, Port]] = []
         for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
-            cluster = names.split(piece.cluster) if piece.cluster is not None else None
+            # Admitted by the cache: every endpoint name of the slice fits DNS.
+            cluster = names.subdomain(piece.cluster) if piece.cluster is not None else None
             for endpoint in piece.endpoints:
                 every.extend(endpoint.addresses)
                 if cluster is None:
@@ -191,11 +192,7 @@ class RecordBuilder:
                 else:
                     named = [(names.endpoint_hostname(ip), [ip]) for ip in endpoint.addresses]
                 for hostname, ips in named:
-                    try:
-                        target = self.zone.endpoint(svc, hostname, cluster)
-                    except names.NameError_ as exc:
-                        log.warning("%s.%s: no endpoint name: %s", hostname, piece.cluster, exc)
-                        continue
+                    target = self.zone.endpoint(svc, hostname, cluster)
                     hosts.setdefault(target, []).extend(ips)
                     srv_records.extend((target, port) for port in piece.ports)
         if not every:
@@ -231,7 +228,7 @@ class RecordBuilder:
         if ns_addresses:
             self._exists(out, zone.ns)
             self._addresses(out, zone.ns, _sorted_ips(ns_addresses))
-        return out.prune()
+        return out
 
     def _soa(self, enc: Encoder, section: int, serial: int) -> None:
         zone = self.zone

@@ -12,7 +12,7 @@ for a given key), so an owner name equal to the question is the two bytes
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from clusterset_dns.names import Labels, to_wire
 
@@ -32,30 +32,67 @@ _COUNTS = struct.Struct("!HHHHH")  # flags, qd, an, ns, ar
 _SRV_FIXED = struct.Struct("!HHH")  # priority, weight, port
 
 
+TCP_MAX = 65535  # a TCP message's two-byte length prefix (RFC 1035 4.2.2)
+OPT_LEN = 11  # our OPT record: root owner, type, payload size, ext. rcode+flags, rdlength 0
+MAX_COUNT = 0xFFFF  # a header count is 16 bits
+MAX_QUESTION = 255 + 4  # the longest name, type and class
+
+
 class Answer:
     """A ready-made response, less its ID and question.
 
     ``heads[i]`` is the flags word and the four counts; ``i`` is built from
     the query: bit 0 = RD, bit 1 = CD, bit 2 = the query had EDNS (one more
-    additional record, the OPT). ``size`` is the response length without an
-    OPT, so the truncation check costs one comparison.
+    additional record, the OPT). ``size`` is ``len(body)``: the response is
+    exactly ``len(query) + size`` bytes long for a query whose only extra
+    record is an option-less OPT or nothing at all, so the size check costs
+    one addition.
+
+    Every stored answer fits one TCP message, OPT included (see :func:`sized`).
     """
 
     __slots__ = ("body", "heads", "rcode", "size")
+    # Where the additional section starts in ``body``; -1: there is none. Only
+    # WithAdditional answers (SRV, NS) have one, so the millions of address answers
+    # do not pay a slot for it.
+    glue_at = -1
 
-    def __init__(self, heads: tuple[bytes, ...], body: bytes, size: int, rcode: int) -> None:
+    def __init__(self, heads: tuple[bytes, ...], body: bytes, rcode: int) -> None:
         self.heads = heads
         self.body = body
-        self.size = size
+        self.size = len(body)
         self.rcode = rcode
 
+    @property
+    def cut(self) -> bool:
+        """Whether records of the answer section were left out (TC is set)."""
+        return bool(self.heads[0][0] << 8 & TC)
 
-_heads_cache: dict[tuple[int, int, int, int, int], tuple[bytes, ...]] = {}
+    def without_additional(self) -> Answer | None:
+        """The same answer less its additional section (RFC 2181 9: dropped first, no
+        TC); None when it has none. Made when asked, on the slow path only: keeping it
+        would double the memory of every SRV answer."""
+        return None
+
+
+class WithAdditional(Answer):
+    __slots__ = ("glue_at",)
+
+    def __init__(self, heads: tuple[bytes, ...], body: bytes, rcode: int, glue_at: int) -> None:
+        super().__init__(heads, body, rcode)
+        self.glue_at = glue_at
+
+    def without_additional(self) -> Answer:
+        _, _, an, ns, _ = _COUNTS.unpack(self.heads[0])
+        return Answer(heads(self.rcode, an, ns, 0), self.body[: self.glue_at], self.rcode)
+
+
+_heads_cache: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
 
 
 def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[bytes, ...]:
     """The eight header variants for one answer shape, shared between answers."""
-    key = (flags | rcode, an, ns, ar, 1)
+    key = (flags | rcode, an, ns, ar)
     found = _heads_cache.get(key)
     if found is None:
         found = tuple(
@@ -72,10 +109,37 @@ def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[
     return found
 
 
+def sized(question_len: int, rcode: int, body: bytes, counts: tuple[int, int, int],
+          additional_at: int, answer_ends: Sequence[int]) -> Answer:
+    """The answer to store for ``body`` after a question of ``question_len`` bytes: the
+    largest form of it that one TCP message holds with an OPT (RFC 2181 9): whole;
+    else without its additional section; else cut to the answer records that fit,
+    with TC set. No header count can overflow.
+
+    ``counts`` = (answer, authority, additional) records; the additional section
+    starts at ``additional_at``; ``answer_ends`` says where each answer record
+    ends (read only when the answer section must be cut)."""
+    an, ns, ar = counts
+    room = TCP_MAX - 12 - question_len - OPT_LEN  # body bytes one TCP message holds
+    if len(body) <= room and max(counts) <= MAX_COUNT:
+        if ar:
+            return WithAdditional(heads(rcode, an, ns, ar), body, rcode, additional_at)
+        return Answer(heads(rcode, an, ns, ar), body, rcode)
+    if ar and additional_at <= room and max(an, ns) <= MAX_COUNT:
+        return Answer(heads(rcode, an, ns, 0), body[:additional_at], rcode)
+    # Not even the required records fit: as many answer records as one message holds.
+    kept = 0
+    while kept < len(answer_ends) and kept < MAX_COUNT and answer_ends[kept] <= room:
+        kept += 1
+    cut_at = answer_ends[kept - 1] if kept else 0
+    return Answer(heads(rcode, kept, 0, 0, QR | AA | TC), body[:cut_at], rcode)
+
+
 class Encoder:
     """Writes records after a question of known labels, with name compression."""
 
-    __slots__ = ("_base", "_buf", "_ptrs", "counts")
+    __slots__ = ("_additional_at", "_base", "_buf", "_ends", "_ptrs", "_question_len",
+                 "counts")
 
     def __init__(self, question: Labels | None) -> None:
         """``question=None``: a body that follows questions of any length (negative
@@ -83,6 +147,9 @@ class Encoder:
         self._buf = bytearray()
         self._ptrs: dict[Labels, int] = {}
         self._base = -1
+        self._ends: list[int] = []  # where each answer record ends (sections come in order)
+        self._additional_at = -1
+        self._question_len = 0 if question is None else len(to_wire(question)) + 4
         if question is not None:
             offset = 12
             for i, label in enumerate(question):
@@ -108,7 +175,11 @@ class Encoder:
 
     def _rr(self, section: int, owner: Labels, rtype: int, ttl: int, rdlength: int = 0) -> int:
         """Writes the record head; returns the offset of the rdlength (to patch when
-        it was not known in advance)."""
+        it was not known in advance). Sections are written in order."""
+        if self.counts[0] > len(self._ends):
+            self._ends.append(len(self._buf))  # the previous answer record ends here
+        if section == 2 and self._additional_at < 0:
+            self._additional_at = len(self._buf)
         self.name(owner)
         at = len(self._buf)
         self._buf += _RR_FIXED.pack(rtype, CLASS_IN, ttl, rdlength)
@@ -157,11 +228,15 @@ class Encoder:
         self._end(at)
 
     def finish(self, rcode: int = NOERROR) -> Answer:
-        an, ns, ar = self.counts
         body = bytes(self._buf)
-        # Without a known question (negative answers), ``size`` leaves the question out.
-        size = (self._base if self._base >= 0 else 12) + len(body)
-        return Answer(heads(rcode, an, ns, ar), body, size, rcode)
+        ends = self._ends
+        if self.counts[0] > len(ends):
+            ends.append(len(body))
+        additional_at = self._additional_at if self._additional_at >= 0 else len(body)
+        an, ns, ar = self.counts
+        # A body that follows any question (negative answers) is sized for the longest.
+        return sized(self._question_len or MAX_QUESTION, rcode, body, (an, ns, ar),
+                     additional_at, ends)
 
 
 def question_key(labels: Labels, qtype: int) -> bytes:

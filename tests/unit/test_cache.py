@@ -8,8 +8,18 @@ import dns.rcode
 import pytest
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Op, PutImport, PutSlice, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.cache import (
+    Cache,
+    Op,
+    PutImport,
+    PutSlice,
+    RebuildError,
+    ReplaceImports,
+    ReplaceSlices,
+    SetSynced,
+)
 from clusterset_dns.handler import Handler
+from clusterset_dns.names import ZoneNames
 
 from .helpers import (
     DEFAULT_UDP_CAP,
@@ -266,3 +276,164 @@ def test_serial_moves_on_every_change_only() -> None:
         else:
             assert now == last, name
         last = now
+
+
+# -- admission: one object that cannot be served never spoils the others ----------------------
+
+P62, P63 = "p" * 62, "q" * 63  # port names: the second makes a 64-byte _<port> label
+LONG_NS, LONG_SVC = "n" * 63, "s" * 63
+LONG_SVC_NAME = f"{LONG_SVC}.{LONG_NS}.{Z}"  # 150 bytes on the wire: room for little below
+OK_NEIGHBOUR = imp_op(service_import("ok", ips=["10.8.0.1"], ports=[port(80, "TCP", "http")]))
+OK_CHECKS = [(f"ok.prod.{Z}", "A", ok(a(f"ok.prod.{Z}", "10.8.0.1"))),
+             (f"_http._tcp.ok.prod.{Z}", "SRV", ok(f"_http._tcp.ok.prod.{Z} 5 in srv 0 100 80 "
+                                                   f"ok.prod.{Z}"))]
+
+# (id, ops, [(qname, qtype, expected)], [(kind, key, served)] reported as rejected)
+ADMISSION: list[tuple[str, list[Op], list[tuple[str, str, tuple[str, list[str]]]],
+                      list[tuple[str, tuple[str, str], bool]]]] = [
+    ("port-name-63-loses-only-its-srv-name",
+     [imp_op(service_import("long", ips=["10.8.0.2"],
+                            ports=[port(80, "TCP", P63), port(81, "TCP", P62)])), OK_NEIGHBOUR],
+     [(f"_{P62}._tcp.long.prod.{Z}", "SRV",
+       ok(f"_{P62}._tcp.long.prod.{Z} 5 in srv 0 100 81 long.prod.{Z}")),
+      (f"long.prod.{Z}", "SRV", ok(f"long.prod.{Z} 5 in srv 0 50 80 long.prod.{Z}",
+                                   f"long.prod.{Z} 5 in srv 0 50 81 long.prod.{Z}")),
+      (f"long.prod.{Z}", "A", ok(a(f"long.prod.{Z}", "10.8.0.2"))), *OK_CHECKS],
+     [("ServiceImport", ("prod", "long"), True)]),
+    ("slice-port-name-63-loses-only-its-srv-name",
+     [imp_op(service_import("hl", type_="Headless")),
+      slice_op(endpoint_slice("hl-a", "hl", cluster="east", ports=[port(80, "TCP", P63)],
+                              endpoints=[endpoint("10.8.1.1", hostname="h0")])), OK_NEIGHBOUR],
+     [(f"_tcp.hl.prod.{Z}", "SRV", nx()),
+      (f"hl.prod.{Z}", "SRV", ok(f"hl.prod.{Z} 5 in srv 0 100 80 h0.east.hl.prod.{Z}")),
+      (f"h0.east.hl.prod.{Z}", "A", ok(a(f"h0.east.hl.prod.{Z}", "10.8.1.1"))), *OK_CHECKS],
+     [("EndpointSlice", ("prod", "hl-a"), True)]),
+    ("endpoint-names-too-long-skip-the-slice",
+     [imp_op(service_import(LONG_SVC, namespace=LONG_NS, type_="Headless")),
+      slice_op(endpoint_slice("too-long", LONG_SVC, namespace=LONG_NS, cluster="c" * 50,
+                              endpoints=[endpoint("10.8.2.1", hostname="h" * 63)])),
+      slice_op(endpoint_slice("fits", LONG_SVC, namespace=LONG_NS, cluster="east",
+                              endpoints=[endpoint("10.8.2.2", hostname="h" * 60)])),
+      OK_NEIGHBOUR],
+     [(LONG_SVC_NAME, "A", ok(a(LONG_SVC_NAME, "10.8.2.2"))),
+      (f"{'h' * 60}.east.{LONG_SVC_NAME}", "A", ok(a(f"{'h' * 60}.east.{LONG_SVC_NAME}",
+                                                       "10.8.2.2"))),
+      (f"{'c' * 50}.{LONG_SVC_NAME}", "A", nx()), *OK_CHECKS],
+     [("EndpointSlice", (LONG_NS, "too-long"), False)]),
+    ("derived-endpoint-names-too-long-skip-the-slice",
+     [imp_op(service_import(LONG_SVC, namespace=LONG_NS, type_="Headless")),
+      slice_op(endpoint_slice("v6", LONG_SVC, namespace=LONG_NS, address_type="IPv6",
+                              cluster=f"{'c' * 63}.{'d' * 40}",
+                              endpoints=[endpoint("fd00:1:2:3:4:5:6:7")])),
+      OK_NEIGHBOUR],
+     [(LONG_SVC_NAME, "AAAA", nx()), *OK_CHECKS],
+     [("EndpointSlice", (LONG_NS, "v6"), False)]),
+    ("valid-objects-around-nothing-rejected",
+     [imp_op(service_import("keep", ips=["10.8.3.1"])),
+      PutSlice(("prod", "db-east"), convert.endpoint_slice(endpoint_slice(
+          "db-east", "db", cluster="east", endpoints=[endpoint("10.2.0.9")]))),
+      OK_NEIGHBOUR],
+     [(f"keep.prod.{Z}", "A", ok(a(f"keep.prod.{Z}", "10.8.3.1"))),
+      (f"10-2-0-9.east.{DB}", "A", ok(a(f"10-2-0-9.east.{DB}", "10.2.0.9"))), *OK_CHECKS],
+     []),
+]
+
+
+@pytest.mark.parametrize(("ops", "checks", "rejected"), [(o, c, r) for _, o, c, r in ADMISSION],
+                         ids=[i for i, _, _, _ in ADMISSION])
+def test_admission(ops: list[Op], checks: list[tuple[str, str, tuple[str, list[str]]]],
+                   rejected: list[tuple[str, tuple[str, str], bool]]) -> None:
+    cache = build_cache(*INITIAL)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    applied = cache.apply(ops)
+    assert [(r.kind, r.key, r.served) for r in applied.rejected] == rejected
+    assert not any(P63.encode() in key for key in cache.zone.answers)  # no 64-byte label
+    got = [(qname, qtype, answer(handler, qname, qtype)) for qname, qtype, _ in checks]
+    assert got == [(qname, qtype, (rcode, sorted(x.lower() for x in lines)))
+                   for qname, qtype, (rcode, lines) in checks]
+    # Everything of INITIAL is still served as before.
+    assert answer(handler, WEB, "A") == ok(a(WEB, "10.1.0.1"))
+    assert answer(handler, f"db-0.west.eu.{DB}", "A") == ok(a(f"db-0.west.eu.{DB}", "10.3.0.1"))
+
+
+def test_object_updated_into_one_that_does_not_fit_keeps_its_last_version() -> None:
+    good = endpoint_slice("hl-a", LONG_SVC, namespace=LONG_NS, cluster="east",
+                          endpoints=[endpoint("10.8.4.1", hostname="h0")])
+    bad = endpoint_slice("hl-a", LONG_SVC, namespace=LONG_NS, cluster="c" * 63,
+                         endpoints=[endpoint("10.8.4.2", hostname="h" * 63)])
+    cache = build_cache([service_import(LONG_SVC, namespace=LONG_NS, type_="Headless")], [good])
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    applied = cache.apply([slice_op(bad)])
+    assert [(r.key, r.served) for r in applied.rejected] == [((LONG_NS, "hl-a"), False)]
+    assert answer(handler, LONG_SVC_NAME, "A") == ok(a(LONG_SVC_NAME, "10.8.4.1"))
+    # ... also when it comes in a full list
+    cache.apply([ReplaceSlices({(LONG_NS, "hl-a"): convert.endpoint_slice(bad)})])
+    assert answer(handler, LONG_SVC_NAME, "A") == ok(a(LONG_SVC_NAME, "10.8.4.1"))
+    cache.apply([delete("slice", LONG_NS, "hl-a")])
+    assert answer(handler, LONG_SVC_NAME, "A") == nx()
+
+
+def test_long_zone_makes_service_names_too_long() -> None:
+    """The same objects fit one zone and not another: the whole name is checked."""
+    zone = ".".join(["z" * 63] * 2)  # 129 bytes: with 63 + 63 + svc, 259 bytes
+    cache = Cache(ZoneNames(zone), 5)
+    long_imp = convert.service_import(service_import(LONG_SVC, namespace=LONG_NS,
+                                                     ips=["10.8.5.1"]))
+    short_imp = convert.service_import(service_import("web", ips=["10.8.5.2"]))
+    applied = cache.apply([PutImport((LONG_NS, LONG_SVC), long_imp),
+                           PutImport(("prod", "web"), short_imp), SetSynced(True)])
+    assert [(r.key, r.served) for r in applied.rejected] == [((LONG_NS, LONG_SVC), False)]
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    reply = ask(handler, query(f"web.prod.svc.{zone}.", "A"), tcp=True)
+    assert reply.answer == [f"web.prod.svc.{zone}. 5 in a 10.8.5.2"]
+    assert list(cache.imports) == [("prod", "web")]
+
+
+# -- a bug while rebuilding never leaves the cache half-built ---------------------------------
+
+def _zone_state(cache: Cache) -> tuple[dict[bytes, bytes], dict[bytes, int]]:
+    soa_key = b"\x0aclusterset\x05local\x00\x00\x06\x00\x01"
+    return ({k: v.body for k, v in cache.zone.answers.items() if k != soa_key},
+            dict(cache.zone.names))
+
+
+def test_bug_in_one_rebuild_raises_after_the_others_are_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = build_cache(*INITIAL)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    real = cache.builder.service
+
+    def broken(imp: Any, slices: Any) -> Any:
+        if imp.name == "db":
+            raise RuntimeError("a bug")
+        return real(imp, slices)
+
+    monkeypatch.setattr(cache.builder, "service", broken)
+    ops = [imp_op(service_import(f"s{i}", ips=[f"10.9.1.{i}"])) for i in range(1, 20)]
+    ops.insert(10, slice_op({**DB_EAST, "endpoints": [endpoint("10.2.0.77")]}))
+    with pytest.raises(RebuildError) as caught:
+        cache.apply(ops)
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    for i in range(1, 20):  # every other service of the update was built
+        assert answer(handler, f"s{i}.prod.{Z}", "A") == ok(a(f"s{i}.prod.{Z}", f"10.9.1.{i}"))
+    # the failed service keeps its previous answers whole
+    assert answer(handler, f"db-0.east.{DB}", "A") == ok(a(f"db-0.east.{DB}", "10.2.0.1"))
+    # fixed: the next update (any, even an empty one) rebuilds it
+    monkeypatch.setattr(cache.builder, "service", real)
+    assert cache.apply([]).rebuilt == 1
+    assert answer(handler, f"db-0.east.{DB}", "A") == nx()
+    assert answer(handler, f"10-2-0-77.east.{DB}", "A") == ok(a(f"10-2-0-77.east.{DB}",
+                                                                "10.2.0.77"))
+    fresh = build_cache([WEB_RAW, DB_RAW, API_RAW] + [service_import(f"s{i}", ips=[f"10.9.1.{i}"])
+                                                      for i in range(1, 20)],
+                        [{**DB_EAST, "endpoints": [endpoint("10.2.0.77")]}, DB_WEST])
+    assert _zone_state(cache) == _zone_state(fresh)
+
+
+def test_bug_in_an_op_still_builds_what_was_stored() -> None:
+    cache = build_cache(*INITIAL)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    new = imp_op(service_import("new", ips=["10.9.2.1"]))
+    with pytest.raises(AttributeError):
+        cache.apply([new, "not an op"])  # type: ignore[list-item]
+    assert answer(handler, f"new.prod.{Z}", "A") == ok(a(f"new.prod.{Z}", "10.9.2.1"))

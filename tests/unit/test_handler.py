@@ -320,8 +320,6 @@ TCP_ANSWERS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: an answer over 65,535 bytes is sent over TCP "
-                   "as TC with no records, even when the SRV records fit without their addresses")
 @pytest.mark.parametrize(("qname", "qtype", "kw"), TCP_ANSWERS)
 def test_tcp_answer_without_tc_when_the_answer_section_fits(
         huge: Handler, qname: str, qtype: str, kw: dict[str, Any]) -> None:
@@ -340,8 +338,6 @@ def test_tcp_answer_without_tc_when_the_answer_section_fits(
     assert set(reply.additional) <= set(addresses)  # as many addresses as there is room for
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: an answer over 65,535 bytes is sent over TCP "
-                   "as TC with no records instead of as many records as fit")
 @pytest.mark.parametrize(("qname", "qtype", "kw"), [
     pytest.param(SRV, "SRV", {}, id="srv"),
     pytest.param(SRV, "SRV", {"edns": 0, "options": [cookie()]}, id="srv-slow"),
@@ -480,6 +476,45 @@ def test_notimp(handler: Handler, opcode: int, qd: int) -> None:
     assert response[2] & 0x80
     assert response[3] & 0x0F == dns.rcode.NOTIMP
     assert struct.unpack_from("!HH", response, 6) == (0, 0)
+
+
+# RFC 6891 7: an answer to a query with an OPT carries an OPT, errors included.
+EDNS_ERRORS = [
+    ("notimp", _with_flags(_valid(edns=0), 0x0100 | (dns.opcode.NOTIFY << 11)), dns.rcode.NOTIMP,
+     True),
+    ("notimp-no-question", _with_counts(_with_flags(HEADER + OPT, 0x0100 | (5 << 11)), 0, ar=1),
+     dns.rcode.NOTIMP, False),
+    ("formerr-qdcount-0", _with_counts(HEADER + OPT, 0, ar=1), dns.rcode.FORMERR, False),
+    ("formerr-qdcount-2", _with_counts(HEADER + QUESTION + QUESTION + OPT, 2, ar=1),
+     dns.rcode.FORMERR, False),
+    ("formerr-record-after-opt-cut",
+     _with_counts(HEADER + QUESTION + OPT + A_RECORD[:-1], 1, ar=2), dns.rcode.FORMERR, True),
+]
+
+
+@pytest.mark.parametrize(("data", "rcode", "question"), [(d, r, q) for _, d, r, q in EDNS_ERRORS],
+                         ids=[i for i, _, _, _ in EDNS_ERRORS])
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+def test_errors_to_edns_queries_carry_opt(handler: Handler, data: bytes, rcode: int,
+                                          question: bool, tcp: bool) -> None:
+    response = handler.handle(data, tcp)
+    assert response is not None
+    assert response[3] & 0x0F == rcode
+    qd, an, ns, ar = struct.unpack_from("!HHHH", response, 4)
+    assert (qd, an, ns, ar) == (1 if question else 0, 0, 0, 1)
+    opt = response[-11:]
+    assert opt[:3] == b"\x00\x00\x29"  # root owner, type OPT
+    assert struct.unpack("!H", opt[3:5])[0] == 1232  # our payload size
+    if question:
+        assert dns.message.from_wire(response).opt is not None
+
+
+@pytest.mark.parametrize("data", [_with_flags(_valid(), 0x0100 | (dns.opcode.NOTIFY << 11)),
+                                  _with_counts(_valid(), 0)], ids=["notimp", "formerr"])
+def test_errors_without_edns_carry_no_opt(handler: Handler, data: bytes) -> None:
+    response = handler.handle(data, False)
+    assert response is not None
+    assert struct.unpack_from("!H", response, 10)[0] == 0
 
 
 # -- fuzzing ----------------------------------------------------------------------------------

@@ -130,3 +130,65 @@ def test_zone_names_reject_names_too_long() -> None:
         zone.endpoint(service, "a" * 63, names.split(".".join(["b" * 63] * 3)))
     with pytest.raises(names.NameError_):
         zone.service("prod", "x" * 64)
+
+
+# -- the rules every name an object makes must follow -----------------------------------------
+
+LABELS = [
+    ("web", b"web"), ("Web-0", b"web-0"), ("_http", b"_http"), ("a" * 63, b"a" * 63),
+    ("0", b"0"), ("-", b"-"),
+    ("", None), ("a" * 64, None), ("a b", None), ("a.b", None), ("*", None), ("wéb", None),
+    ("web\x00", None), ("@", None), ("a/b", None), (" web", None),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), LABELS, ids=[repr(t)[:20] for t, _ in LABELS])
+def test_label(text: str, expected: bytes | None) -> None:
+    if expected is None:
+        with pytest.raises(names.NameError_):
+            names.label(text)
+        assert not names.is_label(text)
+    else:
+        assert names.label(text) == expected
+        assert names.is_label(text)
+
+
+SUBDOMAINS = [
+    ("east", (b"east",)), ("East.EU", (b"east", b"eu")), ("east.eu.", (b"east", b"eu")),
+    (f"{L63}.{L63}", (L63.encode(), L63.encode())),
+    ("", None), (".", None), ("..", None), ("a..b", None), (".east", None), ("a b", None),
+    ("east.eu..", None), ("x" * 64, None), (".".join([L63] * 4), None),  # 257 bytes
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SUBDOMAINS,
+                         ids=[repr(t)[:20] for t, _ in SUBDOMAINS])
+def test_subdomain(text: str, expected: tuple[bytes, ...] | None) -> None:
+    if expected is None:
+        with pytest.raises(names.NameError_):
+            names.subdomain(text)
+    else:
+        assert names.subdomain(text) == expected
+
+
+def test_port_srv_label_limit() -> None:
+    """A 62-character port name makes a 63-byte ``_<port>`` label; 63 characters (legal
+    in Kubernetes) make 64 bytes, which no DNS name can hold."""
+    zone = ZoneNames("clusterset.local")
+    service = zone.service("prod", "web")
+    assert zone.port_srv(service, "p" * 62, "tcp")[0] == b"_" + b"p" * 62
+    with pytest.raises(names.NameError_):
+        zone.port_srv(service, "p" * 63, "tcp")
+
+
+def test_endpoint_name_limit_is_the_whole_name() -> None:
+    """Each label fits, the name (hostname + dotted cluster id + service) does not."""
+    zone = ZoneNames("clusterset.local")
+    service = zone.service("n" * 63, "s" * 63)  # 150 bytes on the wire
+    cluster = names.subdomain("c" * 40)
+    room = names.MAX_NAME_WIRE - names.wire_length(service) - names.wire_length(cluster)
+    assert names.wire_length(zone.endpoint(service, "h" * room, cluster)) == 255
+    with pytest.raises(names.NameError_):
+        zone.endpoint(service, "h" * (room + 1), cluster)
+    assert len(names.endpoint_hostname(
+        ip_address("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"))) <= names.MAX_DERIVED_HOSTNAME
