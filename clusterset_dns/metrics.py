@@ -29,8 +29,13 @@ invalid_objects = Counter("clusterset_dns_invalid_objects_total",
 watch_restarts = Counter("clusterset_dns_watch_restarts_total",
                          "Watch streams restarted, by resource and reason",
                          ["resource", "reason"], registry=registry)
-relists = Counter("clusterset_dns_relists_total", "Full lists of a resource", ["resource"],
-                  registry=registry)
+relists = Counter("clusterset_dns_relists_total",
+                  "Full lists of a resource, by why: initial, gone (410), rv-backwards, "
+                  "periodic, bug", ["resource", "reason"], registry=registry)
+relist_drift = Counter("clusterset_dns_relist_drift_total",
+                       "Objects a relist found added, removed or changed that the watch had "
+                       "not delivered (repaired by that relist)", ["resource", "change"],
+                       registry=registry)
 last_event = Gauge("clusterset_dns_last_event_timestamp_seconds",
                    "When the last watch event arrived", ["resource"], registry=registry)
 udp_io = Gauge("clusterset_dns_udp_io",
