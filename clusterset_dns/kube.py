@@ -39,6 +39,11 @@ class ApiError(KubeError):
         self.status = status
 
 
+class Inactive(KubeError):
+    """A watch stream stayed silent for the inactivity timeout (a stalled API server, or
+    a connection that died without a word)."""
+
+
 class MalformedResponse(KubeError):
     """The API server answered, but not with the documented shape."""
 
@@ -163,7 +168,9 @@ class KubeClient:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except (aiohttp.ServerTimeoutError, TimeoutError):
+            raise Inactive(f"watch {path}: silent for {inactivity_timeout:g}s") from None
+        except (aiohttp.ClientError, OSError) as exc:
             raise KubeError(f"watch {path}: {type(exc).__name__}: {exc}") from None
         except ValueError as exc:
             raise KubeError(f"watch {path}: bad JSON: {exc}") from None

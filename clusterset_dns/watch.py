@@ -43,6 +43,7 @@ from clusterset_dns.config import Config
 from clusterset_dns.kube import (
     ApiError,
     Event,
+    Inactive,
     KubeClient,
     KubeError,
     MalformedResponse,
@@ -357,7 +358,8 @@ class Reflector:
                     raise NotServed(f"{self.resource.label}: {exc}") from None
                 if isinstance(exc, ApiError) and exc.status == 410:
                     reason = "gone"  # expired list continue token, or 410 as a status
-                cause = "api-error" if isinstance(exc, ApiError) else "unreachable"
+                cause = ("api-error" if isinstance(exc, ApiError)
+                         else "inactive" if isinstance(exc, Inactive) else "unreachable")
                 metrics.watch_restarts.labels(self.resource.op_kind, cause).inc()
                 delay = self.backoff.next()
                 log.warning("%s: %s; retrying in %.1fs (serving the last known data)",

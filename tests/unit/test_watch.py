@@ -20,7 +20,7 @@ from clusterset_dns import convert, metrics, watch
 from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
-from clusterset_dns.kube import ApiError, KubeError
+from clusterset_dns.kube import ApiError, Inactive, KubeError
 from clusterset_dns.names import ZoneNames
 
 from .helpers import (
@@ -387,13 +387,14 @@ def test_expired_continue_token_lists_from_the_start(sleeps: list[float]) -> Non
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("failure", [
     KubeError("connection reset by peer"),
+    Inactive("silent for 600s"),
     ApiError(500, "internal error"),
     error_event(500, "etcd unavailable"),
     ["not", "an", "event"],
     {"type": "ADDED"},
     {"type": "ADDED", "object": "text"},
-], ids=["kube-error", "api-error", "error-event", "event-not-an-object", "event-without-object",
-        "object-not-an-object"])
+], ids=["kube-error", "inactive", "api-error", "error-event", "event-not-an-object",
+        "event-without-object", "object-not-an-object"])
 def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -> None:
     run = imports_run()
     run.client.lists[run.path] = [page(WEB, DB, rv="10")]
