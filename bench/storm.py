@@ -40,9 +40,10 @@ import dns.message
 import dns.query
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "support"))
+# This checkout's clusterset_dns_testkit, whatever else is installed.
+sys.path.insert(0, str(ROOT))
 
-from peers import KubeAPI, free_port  # noqa: E402
+from clusterset_dns_testkit.peers import KubeAPI, free_port  # noqa: E402
 
 NS = "storm"
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/storm/endpointslices"

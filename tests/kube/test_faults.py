@@ -19,8 +19,9 @@ from http.client import HTTPSConnection
 from pathlib import Path
 
 import pytest
-from dnsserver import ServerProcess, expect, wait_for
-from peers import KubeAPI
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.peers import KubeAPI
 
 from .objects import V1BETA1, a, fqdn, service_import
 

@@ -18,12 +18,12 @@ from typing import Any
 import dns.asyncquery
 import dns.message
 import pytest
-from peers import free_port
 
 from clusterset_dns import app, convert, workers
 from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.peers import free_port
 
 from .helpers import ZONE, service_import
 
