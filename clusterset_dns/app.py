@@ -14,6 +14,7 @@ import gc
 import logging
 import signal
 import socket
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -66,9 +67,11 @@ class Sink:
         self.synced = asyncio.Event()
 
     def apply(self, ops: list[Op]) -> None:
-        with metrics.update_seconds.time():
-            self.cache.apply(ops)
-        self.pool.send(ops)
+        started = time.perf_counter()
+        self.cache.apply(ops)
+        seconds = time.perf_counter() - started
+        metrics.update_seconds.observe(seconds)
+        self.pool.send(ops, seconds)
         if self.cache.zone.synced:
             self.synced.set()
 

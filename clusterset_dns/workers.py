@@ -12,10 +12,11 @@ Every process applies every update, or the parent knows: a worker reports once a
 second its counters, the number of the last update it applied and whether it
 serves. The parent restarts a worker that exits (killed, or its receive loop
 failed: the worker then logs why and exits non-zero rather than serve a frozen
-zone) and one that stops reporting or applying for :data:`STALL_SECONDS` (it is
-killed first). A new worker is resynced: the first update it gets is the
-parent's whole current state (``snapshot``), then StartServing if the parent
-serves. :meth:`WorkerPool.missing` lists workers not serving, for /ready.
+zone) and one that stops reporting or applying for :data:`STALL_SECONDS` plus
+three times the longest update the parent itself has applied (a worker cannot
+report while it applies one; it is killed first). A new worker is resynced: the
+first update it gets is the parent's whole current state (``snapshot``), then
+StartServing if the parent serves. :meth:`WorkerPool.missing` lists workers not serving, for /ready.
 Workers exit when the parent goes away (EOF on the socketpair).
 """
 
@@ -131,6 +132,7 @@ class WorkerPool:
         self.retired = Stats()  # counters of workers that are gone (counters never go back)
         self.serving = False
         self.stopping = False
+        self.longest_update = 0.0  # seconds, the parent's own apply: a worker's is alike
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -139,7 +141,9 @@ class WorkerPool:
         if self.workers:
             self._tasks.append(asyncio.create_task(self._watchdog(), name="worker-watchdog"))
 
-    def send(self, ops: list[Op]) -> None:
+    def send(self, ops: list[Op], seconds: float = 0.0) -> None:
+        """Sends an update the parent applied in ``seconds`` to every worker."""
+        self.longest_update = max(self.longest_update, seconds)
         for worker in self.workers:
             if worker.writer is not None:
                 worker.sent += 1
@@ -201,6 +205,7 @@ class WorkerPool:
         if self.serving:
             worker.send(StartServing())
         log.info("worker %d started (pid %d)", worker.index, worker.proc.pid)
+        self._tasks = [task for task in self._tasks if not task.done()]
         self._tasks.append(asyncio.create_task(self._follow(worker, reader),
                                                name=f"worker-{worker.index}"))
 
@@ -253,17 +258,18 @@ class WorkerPool:
         while True:
             await asyncio.sleep(REPORT_SECONDS)
             now = time.monotonic()
+            allowed = STALL_SECONDS + 3 * self.longest_update
             for worker in self.workers:
                 proc = worker.proc
                 if worker.writer is None or proc is None or proc.poll() is not None:
                     continue
-                silent = now - worker.last_report > STALL_SECONDS
-                stuck = worker.applied < worker.sent and now - worker.last_progress > STALL_SECONDS
+                silent = now - worker.last_report > allowed
+                stuck = worker.applied < worker.sent and now - worker.last_progress > allowed
                 if silent or stuck:
                     what = "stopped reporting" if silent else (
                         f"has not applied update {worker.applied + 1} of {worker.sent}")
                     log.error("worker %d (pid %d) %s for %.0fs; killing it", worker.index,
-                              proc.pid, what, STALL_SECONDS)
+                              proc.pid, what, allowed)
                     self.on_restart("stalled")
                     proc.kill()
 
@@ -315,6 +321,9 @@ async def follow_parent(sock: socket.socket, apply: Callable[[list[Op]], None],
             elif isinstance(message, Update):
                 apply(message.ops)
                 applied = message.seq
+                # A backlog of updates is read without waiting: let queries and the
+                # report in between updates.
+                await asyncio.sleep(0)
             else:
                 raise TypeError(f"unexpected message from the parent: {type(message).__name__}")
 
