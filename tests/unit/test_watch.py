@@ -415,6 +415,28 @@ def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -
 
 
 @pytest.mark.timeout(10)
+@pytest.mark.parametrize("answer", [
+    ["a", "list"],
+    {"items": "not a list"},
+    {"items": [WEB, "not an object"]},
+    {"items": [], "metadata": []},
+    {"items": [], "metadata": {"resourceVersion": 12}},
+], ids=["not-an-object", "items-not-a-list", "item-not-an-object", "metadata-not-an-object",
+        "resource-version-not-a-string"])
+def test_a_list_of_the_wrong_shape_is_an_api_error(sleeps: list[float], answer: Any) -> None:
+    """Used whole or not at all: a partial list would delete what it lacks."""
+    run = imports_run()
+    run.client.lists[run.path] = [answer, page(WEB, rv="10")]
+    before = counter("clusterset_dns_watch_restarts_total", resource="import",
+                     reason="unreachable")
+    run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert len(sleeps) == 1
+    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+                   reason="unreachable") == before + 1
+
+
+@pytest.mark.timeout(10)
 def test_backoff_grows_and_resets(sleeps: list[float]) -> None:
     run = imports_run()
     run.client.lists[run.path] = [KubeError("refused"), KubeError("refused"), page(WEB, rv="10")]
