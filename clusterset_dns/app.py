@@ -166,7 +166,8 @@ def _process_setup(config: Config) -> None:
 def run(config: Config) -> int:
     _process_setup(config)
     if config.workers > 1:
-        # Bind once before forking so a bad address fails here, with one message.
+        # Bind once before the workers start, so a bad address fails here, with one
+        # message, not once per worker restart.
         for host, port in config.listen:
             probe = DNSServer(lambda data, tcp: None, [], 0, reuse_port=True)
             for sock in probe.bind(host, port):
