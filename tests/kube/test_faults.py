@@ -229,6 +229,46 @@ def test_resource_version_going_back_is_detected_and_relisted(
     assert "went back in time" in server.log_text()
 
 
+def test_periodic_relist_repairs_what_the_watch_cannot_see(
+        api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    """etcd restored from a backup, then written to (through a second API server) until
+    its revision is past ours: the resourceVersion check passes, and the resumed watch
+    delivers only the writes after our version, never the restore's differences. Only
+    the periodic relist finds them."""
+    api.apply(service_import("kept", namespace, ips=["10.94.0.1"]))
+    assert api.etcd is not None
+    backup = Path(api.dir) / "etcd-backup-drift"
+    api.etcd.stop()
+    shutil.copytree(Path(api.dir) / "etcd", backup)
+    api.start()
+    wait_for(lambda: _readable(api), 60, "the API server to read again after etcd restart")
+    server = server_for("--relist-interval", "6").start()
+    server.wait_ready()
+    ghost, kept = fqdn("ghost", namespace), fqdn("kept", namespace)
+    for i in range(10):  # after the backup: the restore takes these away
+        api.apply(service_import("ghost", namespace, ips=[f"10.94.1.{i + 1}"]))
+    expect(server, ghost, "A", "NOERROR", a(ghost, "10.94.1.10"), timeout=30)
+    api.stop()
+    api.etcd.stop()
+    shutil.rmtree(Path(api.dir) / "etcd")
+    shutil.copytree(backup, Path(api.dir) / "etcd")
+    second = api.start_second()  # starts etcd too; the first API server stays down
+    try:
+        for i in range(40):  # past the revision the server resumes from
+            second.apply(service_import("filler", namespace, ips=[f"10.94.2.{i + 1}"]))
+    finally:
+        second.stop()
+    api.start()
+    drift = server.metric("clusterset_dns_relist_drift_total", change="removed")
+    filler = fqdn("filler", namespace)
+    expect(server, filler, "A", "NOERROR", a(filler, "10.94.2.40"), timeout=60)
+    expect(server, ghost, "A", "NXDOMAIN", [], timeout=60)
+    expect(server, kept, "A", "NOERROR", a(kept, "10.94.0.1"))
+    assert server.metric("clusterset_dns_relist_drift_total", change="removed") >= drift + 1
+    assert server.metric("clusterset_dns_relists_total", reason="periodic") >= 1
+    assert server.metric("clusterset_dns_relists_total", reason="rv-backwards") == 0
+
+
 def _readable(api: KubeAPI) -> bool:
     try:
         api.list(V1BETA1, "ServiceImport")
