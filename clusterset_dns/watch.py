@@ -240,7 +240,7 @@ class Reflector:
 
         A reader task takes events off the stream into :attr:`pending` (latest per
         object); this coroutine applies them whenever the reader waits for the
-        network, in chunks of about :data:`SLICE_SECONDS` with a yield in between."""
+        network, in chunks (see :meth:`_flush`) with a yield in between."""
         timeout = self.config.watch_timeout * random.uniform(0.9, 1.1)
         if self.next_relist is not None:  # end in time for the periodic relist
             timeout = min(timeout, max(1.0, self.next_relist - time.monotonic()))
@@ -297,7 +297,8 @@ class Reflector:
 
     async def _flush(self) -> None:
         """Applies :attr:`pending`: converted now (only the latest version of each object
-        is converted), applied in chunks of about SLICE_SECONDS of work each."""
+        is converted); objects are converted for about SLICE_SECONDS, then applied
+        together as one update, then the loop gets a turn."""
         while self.pending:
             batch, self.pending = self.pending, {}
             items = iter(batch.items())
