@@ -135,6 +135,8 @@ class Reflector:
         self.discovered = discovered  # a 404 then means "discover again", not "retry"
         # Events read but not applied yet, latest per object (coalescing).
         self.pending: dict[ObjectKey, Event] = {}
+        # Keys of updates that raised (may be half applied): the rebuild deletes them too.
+        self.suspect: set[ObjectKey] = set()
         self.next_relist = self._relist_due()
 
     def _relist_due(self) -> float | None:
@@ -161,7 +163,7 @@ class Reflector:
     def _params(self) -> dict[str, Any]:
         return {"labelSelector": self.resource.selector} if self.resource.selector else {}
 
-    async def list(self, reason: str = "initial", rebuild: bool = False) -> None:
+    async def relist(self, reason: str = "initial", rebuild: bool = False) -> None:
         """A full list; ``rebuild``: re-put every object so that every service this
         reflector feeds is rebuilt (after a bug aborted an update half way)."""
         params: dict[str, Any] = {"limit": PAGE_SIZE, **self._params()}
@@ -191,15 +193,15 @@ class Reflector:
             self._count_drift(found, reason)
         ops: list[Op] = []
         if rebuild:
-            ops += [self.resource.put(key, None) for key in self.known]
+            ops += [self.resource.put(key, None) for key in self.known.keys() | self.suspect]
         else:
             ops += [self.resource.put(key, None) for key in self.known if key not in found]
         ops += [self.resource.put(key, model) for key, model in found.items()]
-        self.known = found
         self.pending.clear()  # the list is newer than any event still waiting
-        self.resource_version = version
         metrics.relists.labels(self.resource.op_kind, reason).inc()
-        self.apply(ops)
+        self._apply(ops)
+        self.known, self.suspect = found, set()
+        self.resource_version = version
         self.next_relist = self._relist_due()
         log.info("listed %d %s (resourceVersion %s)", count, self.resource.label, version)
         if not self.listed:
@@ -317,8 +319,16 @@ class Reflector:
                     if time.monotonic() - started >= SLICE_SECONDS:
                         break
                 if ops:
-                    self.apply(ops)
+                    self._apply(ops)
                 await asyncio.sleep(0)
+
+    def _apply(self, ops: list[Op]) -> None:
+        try:
+            self.apply(ops)
+        except Exception:
+            # Half applied, maybe: remember what it touched for the rebuild.
+            self.suspect.update(op.key for op in ops if isinstance(op, PutImport | PutSlice))
+            raise
 
     def _op_of(self, key: ObjectKey, event: Event) -> Op | None:
         if event.type == "DELETED":
@@ -341,7 +351,7 @@ class Reflector:
                     metrics.watch_restarts.labels(self.resource.op_kind, "rv-backwards").inc()
                     reason = "rv-backwards"
                 if reason is not None:
-                    await self.list(reason, rebuild)
+                    await self.relist(reason, rebuild)
                     reason, rebuild = None, False
                 await self.watch()
                 if self.next_relist is not None and time.monotonic() >= self.next_relist:

@@ -531,6 +531,29 @@ def test_a_bug_is_logged_counted_and_rebuilt_from_a_full_list(
     assert len(sleeps) == 1  # backed off before the relist
 
 
+@pytest.mark.timeout(10)
+def test_a_failed_delete_is_redone_by_the_rebuild(sleeps: list[float]) -> None:
+    """The update carrying a DELETED event raised before the cache applied it: the
+    rebuild must delete that object too, although the reflector already forgot it."""
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB, rv="12")]
+    run.client.streams[run.path] = [[event("DELETED", DB, "11"), 0.05]]
+    real_apply = run.reflector.apply
+    failed: list[list[Op]] = []
+
+    def apply(ops: list[Op]) -> None:
+        if not failed and ops == [PutImport(("prod", "db"), None)]:
+            failed.append(ops)
+            raise RuntimeError("aborted before anything was applied")
+        real_apply(ops)
+
+    run.reflector.apply = apply
+    run.run()
+    assert failed
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert run.reflector.suspect == set()
+
+
 # -- drift: the API server going back in time, periodic relists -----------------------------
 
 @pytest.mark.timeout(10)
