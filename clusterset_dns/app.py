@@ -1,8 +1,10 @@
 """Lifespan: ordered start-up and shutdown of one server process (and its workers).
 
-Start-up: metrics/health endpoints, the source, wait for the first full sync
-(at most --startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT,
-in reverse order.
+Start-up: worker processes (``--workers N``: N - 1 of them beside this one),
+metrics/health endpoints, the source, wait for the first full sync (at most
+--startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT, in
+reverse order. This module builds every process's state, the parent's and each
+worker's (:func:`process_state`, :func:`worker_process`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ import contextlib
 import ctypes
 import gc
 import logging
+import signal
 import socket
+import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from clusterset_dns import convert, logs, metrics, workers
-from clusterset_dns.cache import Cache, Op
+from clusterset_dns.cache import Cache, Op, ReplaceImports, ReplaceSlices, SetSynced
 from clusterset_dns.config import Config, HostPort
+from clusterset_dns.handler import Handler
 from clusterset_dns.health import HTTPEndpoints, Route
 from clusterset_dns.manifests import ManifestSource
+from clusterset_dns.names import ZoneNames
 from clusterset_dns.server import DNSServer
 
 log = logging.getLogger(__name__)
@@ -40,23 +47,55 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-class Sink:
-    """Where a source's ops go: this process's cache and every worker's."""
+@dataclass(frozen=True, slots=True)
+class ProcessState:
+    """What every serving process has, parent or worker: an event set by a stop signal,
+    its cache and the handler reading it."""
 
-    def __init__(self, cache: Cache, children: list[workers.Worker]) -> None:
+    stop: asyncio.Event
+    cache: Cache
+    handler: Handler
+
+
+def process_state(config: Config, signals: tuple[int, ...]) -> ProcessState:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses)
+    return ProcessState(stop, cache, Handler(cache.zone, config.edns_udp_size))
+
+
+def snapshot(cache: Cache) -> list[Op]:
+    """The cache's whole state as ops: what a new (or restarted) worker starts from."""
+    return [ReplaceImports(dict(cache.imports)), ReplaceSlices(dict(cache.slices)),
+            SetSynced(cache.zone.synced)]
+
+
+class Sink:
+    """Where a source's ops go: this process's cache, then every worker's. When this
+    process's apply raises (a bug), the workers do not get the update; the source's
+    recovery (a relist that rebuilds) reaches them all."""
+
+    def __init__(self, cache: Cache, pool: workers.WorkerPool) -> None:
         self.cache = cache
-        self.children = children
+        self.pool = pool
         self.synced = asyncio.Event()
 
     def apply(self, ops: list[Op]) -> None:
-        with metrics.update_seconds.time():
+        started = time.perf_counter()
+        try:
             applied = self.cache.apply(ops)
+        finally:
+            # Even an update that raised (a bug, rebuilt later) reaches the workers:
+            # their caches keep matching this one.
+            seconds = time.perf_counter() - started
+            metrics.update_seconds.observe(seconds)
+            self.pool.send(ops, seconds)
         for rejected in applied.rejected:
             metrics.invalid_objects.labels(rejected.kind).inc()
         if applied.rebuilt >= BULK:
             release_memory()
-        for child in self.children:
-            child.send(ops)
         if self.cache.zone.synced:
             self.synced.set()
 
@@ -79,24 +118,31 @@ def make_source(config: Config,
     return KubeSource(config, apply, invalid).run
 
 
-async def serve(config: Config, children: list[workers.Worker]) -> int:
-    stop, cache, handler = workers.process_state(config)
-    metrics.registry.register(metrics.ServerCollector(
-        cache, handler.stats, lambda: [child.stats for child in children]))
-    for child in children:
-        await child.connect()
-    sink = Sink(cache, children)
+WORKER_ENTRY = "clusterset_dns.app:worker_process"
+
+
+async def serve(config: Config) -> int:
+    state = process_state(config, (signal.SIGTERM, signal.SIGINT))
+    cache, handler = state.cache, state.handler
+    pool = workers.WorkerPool(config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
+                              lambda reason: metrics.worker_restarts.labels(reason).inc())
+    metrics.registry.register(metrics.ServerCollector(cache, handler.stats, pool.stats,
+                                                      lambda: len(pool.missing())))
+    sink = Sink(cache, pool)
     dns = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                    reuse_port=bool(children), udp_io=config.udp_io,
+                    reuse_port=config.workers > 1, udp_io=config.udp_io,
                     max_tcp_connections=config.max_tcp_connections, stats=handler.stats)
 
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
 
     def ready() -> tuple[int, str, bytes]:
-        if cache.zone.synced and dns.bound:
-            return 200, "text/plain", b"OK\n"
-        return 503, "text/plain", b"not synced\n"
+        if not (cache.zone.synced and dns.bound):
+            return 503, "text/plain", b"not synced\n"
+        missing = pool.missing()
+        if missing:
+            return 503, "text/plain", f"workers not serving: {missing}\n".encode()
+        return 200, "text/plain", b"OK\n"
 
     def scrape() -> tuple[int, str, bytes]:
         return 200, *metrics.exposition()
@@ -109,6 +155,7 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
             routes.setdefault(where, {})[path] = route
     http = HTTPEndpoints()
     try:
+        await pool.start()
         for where, table in routes.items():
             await http.serve(where, table)
         source = asyncio.create_task(make_source(config, sink.apply)(), name="source")
@@ -119,10 +166,9 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
                         config.startup_timeout)
         await dns.start()
         metrics.udp_io.labels(dns.udp_mode).set(1)
-        for child in children:
-            child.send(workers.StartServing())
+        pool.start_serving()
         log.info("ready: %s", cache.counts())
-        stopper = asyncio.create_task(stop.wait())
+        stopper = asyncio.create_task(state.stop.wait())
         await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)
         if source.done() and not source.cancelled() and source.exception() is not None:
             log.error("source failed", exc_info=source.exception())
@@ -134,28 +180,63 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         return 0
     finally:
         await http.stop()
-        for child in children:
-            child.stop()
+        await pool.stop()
 
 
-def run(config: Config) -> int:
+def _process_setup(config: Config) -> None:
     logs.setup(config.log_level, config.log_format)
     # The cache is a few hundred thousand acyclic objects: the default young-generation
     # threshold (700) would run the cycle collector thousands of times while a large
     # list is converted (a third of the conversion time). Cycles are rare here.
     gc.set_threshold(100_000, 50, 100)
+
+
+def run(config: Config) -> int:
+    _process_setup(config)
     if config.workers > 1:
-        # Bind once before forking so a bad address fails here, with one message.
+        # Bind once before the workers start, so a bad address fails here, with one
+        # message, not once per worker restart.
         for host, port in config.listen:
             probe = DNSServer(lambda data, tcp: None, [], 0, reuse_port=True)
             for sock in probe.bind(host, port):
                 sock.close()
+    return _loop_run(serve(config))
 
-    def child(sock: socket.socket) -> int:
-        return _loop_run(workers.worker_main(config, sock))
 
-    children = workers.spawn(config, config.workers - 1, child)
-    return _loop_run(serve(config, children))
+def worker_process(fd: int) -> int:
+    """A worker's process (started by :class:`workers.WorkerPool`): the socketpair end
+    ``fd`` brings the Config, then the parent's updates."""
+    sock = socket.socket(fileno=fd)
+    config = workers.read_config(sock)
+    _process_setup(config)
+    workers.ignore_interrupts()
+    return _loop_run(_worker_serve(config, sock))
+
+
+async def _worker_serve(config: Config, sock: socket.socket) -> int:
+    state = process_state(config, (signal.SIGTERM,))
+    dns = DNSServer(state.handler.handle, list(config.listen), config.tcp_idle_timeout,
+                    reuse_port=True, udp_io=config.udp_io,
+                    max_tcp_connections=config.max_tcp_connections, stats=state.handler.stats)
+
+    def apply(ops: list[Op]) -> None:
+        if state.cache.apply(ops).rebuilt >= BULK:  # a resync or a relist, as in the parent
+            release_memory()
+
+    follow = asyncio.create_task(workers.follow_parent(
+        sock, apply, dns.start, state.handler.stats, lambda: bool(dns.bound)))
+    stopper = asyncio.create_task(state.stop.wait())
+    await asyncio.wait({follow, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if follow.done() and not follow.cancelled() and follow.exception() is not None:
+        # Never serve a zone that stopped changing: exit, the parent restarts us.
+        log.error("worker: following the parent's updates failed; exiting so that the "
+                  "parent restarts and resyncs this worker", exc_info=follow.exception())
+        code = 1
+    follow.cancel()
+    stopper.cancel()
+    await dns.stop()
+    return code
 
 
 def _loop_run(main: Coroutine[Any, Any, int]) -> int:

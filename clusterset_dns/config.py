@@ -90,6 +90,9 @@ class Config:
                                 parse=float)
     inactivity_timeout: float = flag(600.0, "reconnect a watch silent for this many seconds",
                                      parse=float)
+    relist_interval: float = flag(
+        1800.0, "seconds between full relists that repair any drift of the watch "
+        "(jittered +-20%%); 0 = never", parse=float)
     startup_timeout: float = flag(5.0, "seconds to wait for the first full sync before serving",
                                   parse=float)
     # Serving.
@@ -123,6 +126,7 @@ class Config:
         for name in ("poll_interval", "watch_timeout", "inactivity_timeout", "tcp_idle_timeout"):
             need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
         need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
+        need(self.relist_interval >= 0, "relist-interval", "must not be negative (0 = off)")
         for api in self.serviceimport_apis:
             group, _, version = api.partition("/")
             need(bool(group and version and "/" not in version), "serviceimport-api",

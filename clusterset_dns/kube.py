@@ -3,6 +3,12 @@
 It offers :mod:`watch` two calls, a JSON GET and a stream of watch events,
 both as raw dicts: objects are never deserialized into client models (that is
 slow and would drop fields the models do not know, like v1alpha2's root IPs).
+
+Everything the API server (or the network) can do wrong becomes a
+:class:`KubeError` here, at the edge: transport errors, HTTP errors
+(:class:`ApiError`), undecodable bodies, and bodies of the wrong shape
+(:func:`page_of` and :func:`event_of` check the shape of a list page and of a
+watch event). The watch retries exactly these; any other exception is a bug.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,71 @@ class ApiError(KubeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
+
+
+class Inactive(KubeError):
+    """A watch stream stayed silent for the inactivity timeout (a stalled API server, or
+    a connection that died without a word)."""
+
+
+class MalformedResponse(KubeError):
+    """The API server answered, but not with the documented shape."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list: its objects (raw dicts), resourceVersion and continue token."""
+
+    items: list[Mapping[str, Any]]
+    resource_version: str | None
+    continue_token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One watch event: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and its object."""
+
+    type: str
+    object: Mapping[str, Any]
+
+    @property
+    def resource_version(self) -> str | None:
+        meta = self.object.get("metadata")
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        return version if isinstance(version, str) and version else None
+
+
+def page_of(raw: Any) -> Page:
+    """The checked shape of a list response; :class:`MalformedResponse` otherwise.
+
+    Items that are not objects are a malformed response too: a list is used whole
+    or not at all (a partial list would delete what it lacks)."""
+    if not isinstance(raw, Mapping):
+        raise MalformedResponse(f"list response is a {type(raw).__name__}, not an object")
+    items = raw.get("items")
+    if items is None:
+        items = []
+    if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+        raise MalformedResponse("list response: items is not a list of objects")
+    meta = raw.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise MalformedResponse("list response: metadata is not an object")
+    version, token = meta.get("resourceVersion"), meta.get("continue")
+    if not isinstance(version, str | None) or not isinstance(token, str | None):
+        raise MalformedResponse("list response: resourceVersion/continue not strings")
+    return Page(items, version or None, token or None)
+
+
+def event_of(raw: Any) -> Event:
+    """The checked shape of a watch event; :class:`MalformedResponse` otherwise."""
+    if not isinstance(raw, Mapping):
+        raise MalformedResponse(f"watch event is a {type(raw).__name__}, not an object")
+    kind, obj = raw.get("type"), raw.get("object")
+    if not isinstance(kind, str) or not isinstance(obj, Mapping):
+        raise MalformedResponse("watch event without a type string and an object")
+    return Event(kind, obj)
 
 
 class KubeClient:
@@ -96,7 +168,9 @@ class KubeClient:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except (aiohttp.ServerTimeoutError, TimeoutError):
+            raise Inactive(f"watch {path}: silent for {inactivity_timeout:g}s") from None
+        except (aiohttp.ClientError, OSError) as exc:
             raise KubeError(f"watch {path}: {type(exc).__name__}: {exc}") from None
         except ValueError as exc:
             raise KubeError(f"watch {path}: bad JSON: {exc}") from None

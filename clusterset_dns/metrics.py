@@ -33,10 +33,19 @@ manifest_errors = Counter("clusterset_dns_manifest_errors_total",
                           "Manifest files that could not be used (once per change of the "
                           "file) and failed directory walks, by reason", ["reason"],
                           registry=registry)
-relists = Counter("clusterset_dns_relists_total", "Full lists of a resource", ["resource"],
-                  registry=registry)
+relists = Counter("clusterset_dns_relists_total",
+                  "Full lists of a resource, by why: initial, gone (410), rv-backwards, "
+                  "periodic, bug", ["resource", "reason"], registry=registry)
+relist_drift = Counter("clusterset_dns_relist_drift_total",
+                       "Objects a relist found added, removed or changed that the watch had "
+                       "not delivered (repaired by that relist)", ["resource", "change"],
+                       registry=registry)
 last_event = Gauge("clusterset_dns_last_event_timestamp_seconds",
                    "When the last watch event arrived", ["resource"], registry=registry)
+worker_restarts = Counter("clusterset_dns_worker_restarts_total",
+                          "Worker processes restarted, by reason: exited (killed, or failed "
+                          "and exited), stalled (stopped reporting or applying)", ["reason"],
+                          registry=registry)
 udp_io = Gauge("clusterset_dns_udp_io",
                "1 for the UDP I/O path in use: recvmmsg/sendmmsg (batched) or recvfrom/sendto",
                ["mode"], registry=registry)
@@ -50,10 +59,12 @@ class ServerCollector(Collector):
     """Reads the counters of this process and of its workers (``extra_stats``)."""
 
     def __init__(self, cache: Cache, stats: Stats,
-                 extra_stats: Callable[[], list[Stats]] = list) -> None:
+                 extra_stats: Callable[[], list[Stats]] = list,
+                 workers_missing: Callable[[], int] = lambda: 0) -> None:
         self.cache = cache
         self.stats = stats
         self.extra_stats = extra_stats
+        self.workers_missing = workers_missing
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         every = [self.stats, *self.extra_stats()]
@@ -80,6 +91,9 @@ class ServerCollector(Collector):
         yield CounterMetricFamily("clusterset_dns_dropped",
                                   "Packets not answered (no header, or a response)",
                                   value=sum(s.dropped for s in every))
+        yield GaugeMetricFamily("clusterset_dns_workers_missing",
+                                "Worker processes that should serve and do not (restarting)",
+                                value=self.workers_missing())
         zone = self.cache.zone
         yield GaugeMetricFamily("clusterset_dns_synced", "1 once both resources were listed",
                                 value=1 if zone.synced else 0)

@@ -6,9 +6,24 @@ One :class:`Reflector` per resource (and per namespace with --namespace):
   removes what disappeared meanwhile);
 - a watch with bookmarks from the list's resourceVersion; a stream that ends
   is resumed from the last resourceVersion seen; 410 Gone means relist;
-- any error: log, count, back off (exponential, capped, with jitter) and
-  resume. The cache is never flushed on an error: the last known data keeps
-  being served while the API server is away.
+- before a watch is resumed, a one-object list asks the API server for its
+  current resourceVersion: one lower than ours means its storage went back in
+  time (etcd restored from a backup; the watch would wait silently for a
+  revision that never comes), and we relist;
+- every --relist-interval (jittered) a full relist repairs any drift; what it
+  finds different is counted;
+- events are coalesced per object while they wait to be applied (a storm of
+  updates of one large slice costs one rebuild, not one per update) and applied
+  in short chunks with a yield to the event loop between them, so that queries
+  keep being answered.
+
+Errors are classified where they arise. API and network errors (every
+:class:`kube.KubeError`, shape errors included) are logged, counted and retried
+with back-off; the cache is never flushed on an error: the last known data
+keeps being served. A bad object is invalid: counted and skipped. Anything else
+is a bug: logged with its traceback, counted as reason="bug", and the reflector
+starts over with a full relist that rebuilds every service it feeds, so that
+an update aborted half way does not leave answers half built.
 Synced = every reflector has listed once.
 """
 
@@ -18,22 +33,33 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clusterset_dns import convert, metrics
 from clusterset_dns.cache import Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.config import Config
-from clusterset_dns.kube import ApiError, KubeClient, KubeError
+from clusterset_dns.kube import (
+    ApiError,
+    Event,
+    Inactive,
+    KubeClient,
+    KubeError,
+    MalformedResponse,
+    event_of,
+    page_of,
+)
 from clusterset_dns.model import ObjectKey
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
-
-
+# Longest stretch of watch work (reading events, converting and applying them) before
+# the event loop gets a turn to answer queries. One object's rebuild is not split.
+SLICE_SECONDS = 0.005
+RELIST_JITTER = 0.2  # the periodic relist comes at interval * (1 +- this)
 class Client(Protocol):
     """What the reflectors need of the API client (the seam unit tests fake)."""
 
@@ -100,11 +126,24 @@ class Reflector:
         self.invalid = invalid
         self.config = config
         self.on_listed = on_listed
-        self.known: set[ObjectKey] = set()
+        # What this reflector has put in the cache: key -> model (None: ignored by DNS).
+        # The models are the cache's own objects; only the dict is extra.
+        self.known: dict[ObjectKey, object | None] = {}
         self.resource_version: str | None = None
         self.listed = False
         self.backoff = Backoff()
         self.discovered = discovered  # a 404 then means "discover again", not "retry"
+        # Events read but not applied yet, latest per object (coalescing).
+        self.pending: dict[ObjectKey, Event] = {}
+        # Keys of updates that raised (may be half applied): the rebuild deletes them too.
+        self.suspect: set[ObjectKey] = set()
+        self.next_relist = self._relist_due()
+
+    def _relist_due(self) -> float | None:
+        interval = self.config.relist_interval
+        if not interval:
+            return None
+        return time.monotonic() + interval * random.uniform(1 - RELIST_JITTER, 1 + RELIST_JITTER)
 
     def _convert(self, obj: Mapping[str, Any]) -> tuple[ObjectKey, object | None] | None:
         """(key, model or None when DNS ignores it); None when the object is invalid."""
@@ -121,106 +160,244 @@ class Reflector:
             self.invalid(convert.kind_of(obj) or self.resource.op_kind)
             return None
 
-    async def list(self) -> None:
-        params: dict[str, Any] = {"limit": PAGE_SIZE}
-        if self.resource.selector:
-            params["labelSelector"] = self.resource.selector
-        ops: list[Op] = []
-        seen: set[ObjectKey] = set()
+    def _params(self) -> dict[str, Any]:
+        return {"labelSelector": self.resource.selector} if self.resource.selector else {}
+
+    async def relist(self, reason: str = "initial", rebuild: bool = False) -> None:
+        """A full list; ``rebuild``: re-put every object so that every service this
+        reflector feeds is rebuilt (after a bug aborted an update half way)."""
+        params: dict[str, Any] = {"limit": PAGE_SIZE, **self._params()}
+        found: dict[ObjectKey, object | None] = {}
         count = 0
         while True:
-            page = await self.client.get(self.resource.path, params)
+            page = page_of(await self.client.get(self.resource.path, params))
             # Convert page by page: only the cut-down models outlive a page, so the
             # raw objects of a large list never all sit in memory at once.
-            for obj in page.get("items") or []:
+            for obj in page.items:
                 count += 1
                 converted = self._convert(obj)
                 if converted is None:
                     invalid_key = _safe_key(obj)
                     if invalid_key is not None and invalid_key in self.known:
-                        seen.add(invalid_key)  # invalid now: keep serving its last valid state
+                        # invalid now: keep serving its last valid state
+                        found[invalid_key] = self.known[invalid_key]
                     continue
                 key, model = converted
-                seen.add(key)
-                ops.append(self.resource.put(key, model))
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
+                found[key] = model
+            token, version = page.continue_token, page.resource_version
             del page
             if not token:
                 break
             params["continue"] = token
-        for gone in self.known - seen:
-            ops.append(self.resource.put(gone, None))
-        self.known = seen
-        self.resource_version = meta.get("resourceVersion")
-        metrics.relists.labels(self.resource.op_kind).inc()
-        self.apply(ops)
-        log.info("listed %d %s (resourceVersion %s)", count, self.resource.label,
-                 self.resource_version)
+        if self.listed:
+            self._count_drift(found, reason)
+        ops: list[Op] = []
+        if rebuild:
+            ops += [self.resource.put(key, None) for key in self.known.keys() | self.suspect]
+        else:
+            ops += [self.resource.put(key, None) for key in self.known if key not in found]
+        ops += [self.resource.put(key, model) for key, model in found.items()]
+        self.pending.clear()  # the list is newer than any event still waiting
+        metrics.relists.labels(self.resource.op_kind, reason).inc()
+        self._apply(ops)
+        self.known, self.suspect = found, set()
+        self.resource_version = version
+        self.next_relist = self._relist_due()
+        log.info("listed %d %s (resourceVersion %s)", count, self.resource.label, version)
         if not self.listed:
             self.listed = True
             self.on_listed()
 
+    def _count_drift(self, found: Mapping[ObjectKey, object | None], reason: str) -> None:
+        """What a relist finds that the watch had not delivered."""
+        added = sum(1 for key in found if key not in self.known)
+        removed = sum(1 for key in self.known if key not in found)
+        changed = sum(1 for key, model in found.items()
+                      if key in self.known and self.known[key] != model)
+        for change, number in (("added", added), ("removed", removed), ("changed", changed)):
+            if number:
+                metrics.relist_drift.labels(self.resource.op_kind, change).inc(number)
+        if added or removed or changed:
+            log.warning("%s: the %s relist found %d added, %d removed, %d changed objects "
+                        "that the watch had not delivered; repaired", self.resource.label,
+                        reason, added, removed, changed)
+
+    async def went_back(self) -> bool:
+        """True when the API server's current resourceVersion is lower than ours: its
+        storage was restored to an earlier state, and a watch from our version would
+        wait, silently, for a revision that may never come."""
+        if self.resource_version is None:
+            return False
+        page = page_of(await self.client.get(self.resource.path, {"limit": 1, **self._params()}))
+        if page.resource_version is None or not _older(page.resource_version,
+                                                       self.resource_version):
+            return False
+        log.warning("%s: the API server is at resourceVersion %s, before ours (%s): its "
+                    "storage went back in time (restored from a backup?); listing again",
+                    self.resource.label, page.resource_version, self.resource_version)
+        return True
+
     async def watch(self) -> None:
-        """Follows the stream until it ends (then returns) or fails (then raises)."""
+        """Follows the stream until it ends (then returns) or fails (then raises).
+
+        A reader task takes events off the stream into :attr:`pending` (latest per
+        object); this coroutine applies them whenever the reader waits for the
+        network, in chunks (see :meth:`_flush`) with a yield in between."""
+        timeout = self.config.watch_timeout * random.uniform(0.9, 1.1)
+        if self.next_relist is not None:  # end in time for the periodic relist
+            timeout = min(timeout, max(1.0, self.next_relist - time.monotonic()))
         params: dict[str, Any] = {
             "resourceVersion": self.resource_version or "",
             "allowWatchBookmarks": True,
             # Spread renewals so that many servers do not reconnect in step.
-            "timeoutSeconds": int(self.config.watch_timeout * random.uniform(0.9, 1.1)) or 1,
+            "timeoutSeconds": int(timeout) or 1,
+            **self._params(),
         }
-        if self.resource.selector:
-            params["labelSelector"] = self.resource.selector
-        async for event in self.client.stream(self.resource.path, params,
-                                              self.config.inactivity_timeout):
-            kind, obj = event.get("type"), event.get("object") or {}
+        wake = asyncio.Event()
+        reader = asyncio.create_task(self._read(
+            self.client.stream(self.resource.path, params, self.config.inactivity_timeout),
+            wake))
+        try:
+            while not reader.done():
+                waiter = asyncio.create_task(wake.wait())
+                await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                wake.clear()
+                await self._flush()
+            reader.result()  # raises what ended the stream, after applying what came before
+        finally:
+            reader.cancel()
+
+    async def _read(self, stream: AsyncIterator[Any], wake: asyncio.Event) -> None:
+        last_yield = time.monotonic()
+        async for raw in stream:
+            event = event_of(raw)
             metrics.last_event.labels(self.resource.op_kind).set(time.time())
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    raise Gone(obj.get("message", "410 Gone"))
-                raise ApiError(int(obj.get("code") or 0), str(obj.get("message")))
-            version = (obj.get("metadata") or {}).get("resourceVersion")
-            if kind in ("ADDED", "MODIFIED"):
-                converted = self._convert(obj)
-                if converted is not None:
-                    key, model = converted
-                    self.known.add(key)
-                    self.apply([self.resource.put(key, model)])
-            elif kind == "DELETED":
-                deleted = _safe_key(obj)
-                if deleted is not None:
-                    self.known.discard(deleted)
-                    self.apply([self.resource.put(deleted, None)])
-            if version:
-                self.resource_version = version
+            if event.type == "ERROR":
+                code = event.object.get("code")
+                if code == 410:
+                    raise Gone(str(event.object.get("message", "410 Gone")))
+                raise ApiError(code if isinstance(code, int) else 0,
+                               str(event.object.get("message")))
+            if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                key = _safe_key(event.object)
+                if key is None:
+                    if event.type != "DELETED":
+                        self._convert(event.object)  # logs and counts it as invalid
+                else:
+                    self.pending.pop(key, None)  # re-inserted last: keeps event order
+                    self.pending[key] = event
+                    wake.set()
+            if event.resource_version:
+                self.resource_version = event.resource_version
             self.backoff.reset()  # the stream works: forget earlier errors
+            # Parsing a burst that is already buffered does not wait for the network:
+            # let queries (and the applier) in now and then.
+            if time.monotonic() - last_yield > SLICE_SECONDS:
+                await asyncio.sleep(0)
+                last_yield = time.monotonic()
+
+    async def _flush(self) -> None:
+        """Applies :attr:`pending`: converted now (only the latest version of each object
+        is converted); objects are converted for about SLICE_SECONDS, then applied
+        together as one update, then the loop gets a turn."""
+        while self.pending:
+            batch, self.pending = self.pending, {}
+            items = iter(batch.items())
+            done = False
+            while not done:
+                started = time.monotonic()
+                ops: list[Op] = []
+                while True:  # at least one object per chunk, however long it takes
+                    item = next(items, None)
+                    if item is None:
+                        done = True
+                        break
+                    op = self._op_of(*item)
+                    if op is not None:
+                        ops.append(op)
+                    if time.monotonic() - started >= SLICE_SECONDS:
+                        break
+                if ops:
+                    self._apply(ops)
+                await asyncio.sleep(0)
+
+    def _apply(self, ops: list[Op]) -> None:
+        try:
+            self.apply(ops)
+        except Exception:
+            # Half applied, maybe: remember what it touched for the rebuild.
+            self.suspect.update(op.key for op in ops if isinstance(op, PutImport | PutSlice))
+            raise
+
+    def _op_of(self, key: ObjectKey, event: Event) -> Op | None:
+        if event.type == "DELETED":
+            if key not in self.known:
+                return None
+            del self.known[key]
+            return self.resource.put(key, None)
+        converted = self._convert(event.object)
+        if converted is None:
+            return None  # invalid: the last valid version (if any) keeps being served
+        self.known[key] = converted[1]
+        return self.resource.put(key, converted[1])
 
     async def run(self) -> None:
-        need_list = True
+        reason: str | None = "initial"  # why the next step is a list (None: watch)
+        rebuild = False
         while True:
             try:
-                if need_list:
-                    await self.list()
-                    need_list = False
+                if reason is None and await self.went_back():
+                    metrics.watch_restarts.labels(self.resource.op_kind, "rv-backwards").inc()
+                    reason = "rv-backwards"
+                if reason is not None:
+                    await self.relist(reason, rebuild)
+                    reason, rebuild = None, False
                 await self.watch()
+                if self.next_relist is not None and time.monotonic() >= self.next_relist:
+                    reason = "periodic"
+                    continue
                 metrics.watch_restarts.labels(self.resource.op_kind, "timeout").inc()
                 log.debug("watch of %s ended; resuming", self.resource.label)
             except Gone as exc:
                 log.info("%s: resourceVersion too old (%s); listing again",
                          self.resource.label, exc)
                 metrics.watch_restarts.labels(self.resource.op_kind, "gone").inc()
-                need_list = True
-            except (KubeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                reason = "gone"
+            except KubeError as exc:
                 if isinstance(exc, ApiError) and exc.status == 404 and self.discovered:
                     raise NotServed(f"{self.resource.label}: {exc}") from None
                 if isinstance(exc, ApiError) and exc.status == 410:
-                    need_list = True  # expired list continue token, or 410 as a status
-                reason = "api-error" if isinstance(exc, ApiError) else "unreachable"
-                metrics.watch_restarts.labels(self.resource.op_kind, reason).inc()
+                    reason = "gone"  # expired list continue token, or 410 as a status
+                cause = ("api-error" if isinstance(exc, ApiError)
+                         else "inactive" if isinstance(exc, Inactive) else "unreachable")
+                metrics.watch_restarts.labels(self.resource.op_kind, cause).inc()
                 delay = self.backoff.next()
                 log.warning("%s: %s; retrying in %.1fs (serving the last known data)",
                             self.resource.label, exc, delay)
                 await asyncio.sleep(delay)
+            except (NotServed, asyncio.CancelledError):
+                raise
+            except Exception:
+                # A bug, not the API server's doing: say so loudly, then start over with
+                # a list that rebuilds everything this reflector feeds (the failed update
+                # may have stopped half way). Backed off: a bug that repeats on every
+                # list must not spin.
+                metrics.watch_restarts.labels(self.resource.op_kind, "bug").inc()
+                delay = self.backoff.next()
+                log.exception("%s: internal error (a bug; please report it); rebuilding "
+                              "from a full list in %.1fs", self.resource.label, delay)
+                self.pending.clear()
+                reason, rebuild = "bug", True
+                await asyncio.sleep(delay)
+
+
+def _older(version: str, than: str) -> bool:
+    """resourceVersions are opaque strings, but every API server backed by etcd3 hands out
+    etcd revisions (decimal integers); anything else is never called older."""
+    if not (version.isdigit() and than.isdigit()):
+        return False
+    return int(version) < int(than)
 
 
 def _safe_key(obj: Mapping[str, Any]) -> ObjectKey | None:
@@ -228,6 +405,20 @@ def _safe_key(obj: Mapping[str, Any]) -> ObjectKey | None:
         return convert.key_of(obj)
     except convert.InvalidObject:
         return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MalformedResponse(f"discovery: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _sequence(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedResponse(f"discovery: expected a list, got {type(value).__name__}")
+    return value
 
 
 class KubeSource:
@@ -254,21 +445,22 @@ class KubeSource:
         backoff = Backoff()
         while True:
             try:
-                group = await self.client.get(f"/apis/{convert.GROUP}")
-                versions = [str(v.get("groupVersion")) for v in group.get("versions") or []]
-                preferred = (group.get("preferredVersion") or {}).get("groupVersion")
+                group = _mapping(await self.client.get(f"/apis/{convert.GROUP}"))
+                versions = [str(_mapping(v).get("groupVersion"))
+                            for v in _sequence(group.get("versions"))]
+                preferred = _mapping(group.get("preferredVersion") or {}).get("groupVersion")
                 if preferred in versions:
                     versions.remove(preferred)
                     versions.insert(0, preferred)
                 for group_version in versions:
-                    resources = await self.client.get(f"/apis/{group_version}")
-                    if any(r.get("name") == "serviceimports"
-                           for r in resources.get("resources") or []):
+                    resources = _mapping(await self.client.get(f"/apis/{group_version}"))
+                    if any(_mapping(r).get("name") == "serviceimports"
+                           for r in _sequence(resources.get("resources"))):
                         log.info("ServiceImport versions served: %s; watching %s",
                                  ", ".join(versions), group_version)
                         return [group_version]
                 raise KubeError(f"no served version of {convert.GROUP} has serviceimports")
-            except (KubeError, AttributeError, TypeError) as exc:
+            except KubeError as exc:
                 delay = backoff.next()
                 log.warning("discovering %s: %s (is the mcs-api CRD installed?); "
                             "retrying in %.1fs", convert.GROUP, exc, delay)
@@ -304,14 +496,14 @@ class KubeSource:
     async def _imports(self) -> None:
         """ServiceImport reflectors; discovered again when their version stops being
         served (a CRD upgrade that drops a version must not stop the updates)."""
-        known: set[ObjectKey] = set()
+        known: dict[ObjectKey, object | None] = {}
         backoff = Backoff()
         while True:
             discovered = not self.config.serviceimport_apis
             imports = [self._reflector(import_resource(gv, ns), discovered)
                        for gv in await self.discover() for ns in self._namespaces()]
             for reflector in imports:  # the next list deletes what the old version had
-                reflector.known = {k for k in known
+                reflector.known = {k: m for k, m in known.items()
                                    if reflector.resource.path.count("/namespaces/") == 0
                                    or f"/namespaces/{k[0]}/" in reflector.resource.path}
             self.reflectors = [r for r in self.reflectors if r.resource.op_kind == "slice"]
@@ -319,7 +511,7 @@ class KubeSource:
             try:
                 await asyncio.gather(*(r.run() for r in imports))
             except NotServed as exc:
-                known = set().union(*(r.known for r in imports))
+                known = {k: m for r in imports for k, m in r.known.items()}
                 delay = backoff.next()
                 log.warning("%s; discovering the ServiceImport API again in %.1fs", exc, delay)
                 metrics.watch_restarts.labels("import", "not-served").inc()

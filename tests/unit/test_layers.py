@@ -34,8 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "dump": {"cache", "config", "manifests", "names", "wire"},
     "kube": set(),
     "watch": {"cache", "config", "convert", "kube", "metrics", "model"},
-    "workers": {"cache", "config", "handler", "names", "server"},
-    "app": {"cache", "config", "convert", "health", "logs", "manifests", "metrics",
+    "workers": {"cache", "config", "handler"},
+    "app": {"cache", "config", "convert", "handler", "health", "logs", "manifests", "metrics",
             "names", "server", "watch", "workers"},
     "cli": {"__version__", "app", "config", "dump"},
 }

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import convert, watch
+from clusterset_dns import convert, metrics, watch
 from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
-from clusterset_dns.kube import ApiError, KubeError
+from clusterset_dns.kube import ApiError, Inactive, KubeError
 from clusterset_dns.names import ZoneNames
 
 from .helpers import (
@@ -80,10 +80,20 @@ def error_event(code: int, message: str = "too old resource version") -> dict[st
 ListItem = dict[str, Any] | BaseException | Callable[[], Awaitable[dict[str, Any]]]
 
 
+class Unexpected(BaseException):
+    """A call the script did not plan for: ends the test (no ``except Exception`` stops it)."""
+
+
 class FakeClient:
-    """Scripted ``get`` answers and watch streams, per path; records every call."""
+    """Scripted ``get`` answers and watch streams, per path; records every call.
+
+    A one-object list (``limit=1``, the resourceVersion probe before a watch is
+    resumed) is answered with :attr:`current` of the path (no resourceVersion when
+    unset) and recorded in :attr:`probes`, not in :attr:`gets`."""
 
     def __init__(self, snapshot: Callable[[], Any] = lambda: None) -> None:
+        self.current: dict[str, str] = {}
+        self.probes: list[str] = []
         self.lists: dict[str, list[ListItem]] = defaultdict(list)
         self.streams: dict[str, list[list[Any]]] = defaultdict(list)
         self.gets: list[tuple[str, dict[str, Any]]] = []
@@ -93,9 +103,12 @@ class FakeClient:
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
                   timeout: float = 30) -> Any:
+        if (params or {}).get("limit") == 1:
+            self.probes.append(path)
+            return page(rv=self.current.get(path))
         self.gets.append((path, dict(params or {})))
         if not self.lists[path]:
-            raise AssertionError(f"unexpected GET {path} {params}")
+            raise Unexpected(f"unexpected GET {path} {params}")
         item = self.lists[path].pop(0)
         if isinstance(item, BaseException):
             raise item
@@ -116,6 +129,9 @@ class FakeClient:
         for item in script or ():
             if isinstance(item, BaseException):
                 raise item
+            if isinstance(item, float):  # the stream stays quiet this long (real time)
+                await REAL_SLEEP(item)
+                continue
             yield copy.deepcopy(item)
 
     def watch_params(self, path: str) -> list[dict[str, Any]]:
@@ -153,13 +169,15 @@ def run_until(run: Callable[[], Awaitable[None]], condition: Callable[[], bool])
 
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Back-off sleeps are recorded and take no time."""
+    """Back-off sleeps are recorded and take no time (``sleep(0)``, a yield to the event
+    loop between chunks of work, is not a back-off and is not recorded)."""
     monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.25)
     monkeypatch.setattr(watch, "BACKOFF_CAP", 2.0)
     recorded: list[float] = []
 
     async def fake_sleep(delay: float, result: Any = None) -> Any:
-        recorded.append(delay)
+        if delay:
+            recorded.append(delay)
         return await REAL_SLEEP(0, result)
 
     monkeypatch.setattr(asyncio, "sleep", fake_sleep)
@@ -272,7 +290,10 @@ def test_watch_events_reach_the_cache(sleeps: list[float], listed: list[dict[str
     run.run()
     assert run.imports() == expected
     assert len(run.client.gets) == 1
-    invalid = [e for e in events if e["type"] in ("ADDED", "MODIFIED")
+    # Events of one object that arrive together are coalesced: only the last one is
+    # converted, so an invalid version followed at once by a valid one is never seen.
+    last = {e["object"]["metadata"]["name"]: e for e in events if e["type"] != "BOOKMARK"}
+    invalid = [e for e in last.values() if e["type"] in ("ADDED", "MODIFIED")
                and e["object"]["spec"]["type"] == "Bogus"]
     assert run.invalid == ["ServiceImport"] * len(invalid)  # each counted once
     last_rv = events[-1]["object"]["metadata"]["resourceVersion"] if events else "10"
@@ -335,7 +356,7 @@ def test_gone_relists_and_deletes_what_vanished(sleeps: list[float], how: str) -
     assert len(run.client.get_params(run.path)) == 2
     assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", "30"]
     assert run.listed == 1  # on_listed only the first time
-    assert run.reflector.known == {("prod", "web")}
+    assert set(run.reflector.known) == {("prod", "web")}
 
 
 @pytest.mark.timeout(10)
@@ -366,10 +387,14 @@ def test_expired_continue_token_lists_from_the_start(sleeps: list[float]) -> Non
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("failure", [
     KubeError("connection reset by peer"),
+    Inactive("silent for 600s"),
     ApiError(500, "internal error"),
     error_event(500, "etcd unavailable"),
-    ValueError("bad JSON"),
-], ids=["kube-error", "api-error", "error-event", "value-error"])
+    ["not", "an", "event"],
+    {"type": "ADDED"},
+    {"type": "ADDED", "object": "text"},
+], ids=["kube-error", "inactive", "api-error", "error-event", "event-not-an-object",
+        "event-without-object", "object-not-an-object"])
 def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -> None:
     run = imports_run()
     run.client.lists[run.path] = [page(WEB, DB, rv="10")]
@@ -387,6 +412,28 @@ def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -
                              "other/api": ("10.9.0.1",)}
     assert len(sleeps) == 1
     assert watch.BACKOFF_FIRST / 2 <= sleeps[0] <= watch.BACKOFF_FIRST
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("answer", [
+    ["a", "list"],
+    {"items": "not a list"},
+    {"items": [WEB, "not an object"]},
+    {"items": [], "metadata": []},
+    {"items": [], "metadata": {"resourceVersion": 12}},
+], ids=["not-an-object", "items-not-a-list", "item-not-an-object", "metadata-not-an-object",
+        "resource-version-not-a-string"])
+def test_a_list_of_the_wrong_shape_is_an_api_error(sleeps: list[float], answer: Any) -> None:
+    """Used whole or not at all: a partial list would delete what it lacks."""
+    run = imports_run()
+    run.client.lists[run.path] = [answer, page(WEB, rv="10")]
+    before = counter("clusterset_dns_watch_restarts_total", resource="import",
+                     reason="unreachable")
+    run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert len(sleeps) == 1
+    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+                   reason="unreachable") == before + 1
 
 
 @pytest.mark.timeout(10)
@@ -426,6 +473,192 @@ def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
     assert states[2] == [("prod", "db"), ("prod", "web")]  # still served during the outage
     assert sorted(run.imports()) == ["prod/web"]
     assert len(sleeps) == 1
+
+
+def counter(name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+# -- bugs: loud, never "unreachable", and nothing stays half built ----------------------------
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("where", ["rebuild", "stream"])
+def test_a_bug_is_logged_counted_and_rebuilt_from_a_full_list(
+        sleeps: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        where: str) -> None:
+    """A bug (here: the answer builder, or the stream code, raising) is not an API error:
+    it is logged with its traceback, counted as reason="bug", and the reflector relists
+    with a rebuild of everything it feeds, so the update that stopped half way (the
+    import stored, its answers not rebuilt) is served whole afterwards."""
+    run = imports_run()
+    handler = Handler(run.cache.zone, DEFAULT_UDP_CAP)
+    run.cache.apply([SetSynced(True)])
+    real_service = run.cache.builder.service
+    failures = [RuntimeError("builder bug")] if where == "rebuild" else []
+
+    def service(imp: Any, *args: Any) -> Any:
+        if failures and imp == convert.service_import(WEB2):  # the watch's update
+            raise failures.pop()
+        return real_service(imp, *args)
+
+    run.client.lists[run.path] = [page(WEB, rv="10"), page(WEB2, rv="12")]
+    if where == "rebuild":
+        run.client.streams[run.path] = [[event("MODIFIED", WEB2, "11"), 0.05]]
+    else:
+        run.client.streams[run.path] = [[event("MODIFIED", WEB2, "11"), 0.05,
+                                         TypeError("a bug in the stream code")]]
+    bugs = counter("clusterset_dns_watch_restarts_total", resource="import", reason="bug")
+    unreachable = counter("clusterset_dns_watch_restarts_total", resource="import",
+                          reason="unreachable")
+
+    def fail_once() -> None:
+        monkeypatch.setattr(run.cache.builder, "service", service)
+
+    fail_once()
+    run.run()
+    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+                   reason="bug") == bugs + 1
+    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+                   reason="unreachable") == unreachable
+    assert counter("clusterset_dns_relists_total", resource="import", reason="bug") >= 1
+    assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)
+    assert len(run.client.get_params(run.path)) == 2  # the full list again
+    reply = ask(handler, query(f"web.prod.svc.{ZONE}.", "A"))
+    assert [line.split()[-1] for line in reply.answer] == ["10.1.0.2"]
+    # the relist re-put every object: delete and put of web in one update
+    assert run.ops[-1] == [PutImport(("prod", "web"), None),
+                           PutImport(("prod", "web"), convert.service_import(WEB2))]
+    assert len(sleeps) == 1  # backed off before the relist
+
+
+@pytest.mark.timeout(10)
+def test_a_failed_delete_is_redone_by_the_rebuild(sleeps: list[float]) -> None:
+    """The update carrying a DELETED event raised before the cache applied it: the
+    rebuild must delete that object too, although the reflector already forgot it."""
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB, rv="12")]
+    run.client.streams[run.path] = [[event("DELETED", DB, "11"), 0.05]]
+    real_apply = run.reflector.apply
+    failed: list[list[Op]] = []
+
+    def apply(ops: list[Op]) -> None:
+        if not failed and ops == [PutImport(("prod", "db"), None)]:
+            failed.append(ops)
+            raise RuntimeError("aborted before anything was applied")
+        real_apply(ops)
+
+    run.reflector.apply = apply
+    run.run()
+    assert failed
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert run.reflector.suspect == set()
+
+
+# -- drift: the API server going back in time, periodic relists -----------------------------
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("current", "relisted"), [("5", True), ("200", False), ("12", False),
+                                                   ("opaque", False)],
+                         ids=["behind-ours", "ahead", "equal", "not-a-number"])
+def test_resource_version_going_back_relists(sleeps: list[float], current: str,
+                                             relisted: bool) -> None:
+    run = imports_run()
+    run.client.current[run.path] = current
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB2, rv="5")]
+    run.client.streams[run.path] = [[event("ADDED", API, "12")]]  # ends: resumed
+    before = counter("clusterset_dns_relists_total", resource="import", reason="rv-backwards")
+    run.run()
+    assert run.client.probes == [run.path]  # asked once, before resuming
+    after = counter("clusterset_dns_relists_total", resource="import", reason="rv-backwards")
+    if relisted:
+        assert run.imports() == {"prod/web": ("10.1.0.2",)}
+        assert after == before + 1
+        assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", "5"]
+    else:
+        assert sorted(run.imports()) == ["other/api", "prod/db", "prod/web"]
+        assert after == before
+        assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", "12"]
+
+
+@pytest.mark.timeout(10)
+def test_periodic_relist_repairs_and_counts_drift(sleeps: list[float]) -> None:
+    """The watch missed changes (no event came): the periodic relist finds them."""
+    run = imports_run()
+    run.reflector.config = Config(relist_interval=0.05)
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB2, API, rv="20")]
+    run.client.streams[run.path] = [[0.2]]  # a quiet watch that ends after the interval
+    drift = {change: counter("clusterset_dns_relist_drift_total", resource="import",
+                             change=change) for change in ("added", "removed", "changed")}
+    run.run()
+    assert sorted(run.imports()) == ["other/api", "prod/web"]
+    assert run.imports()["prod/web"] == ("10.1.0.2",)
+    for change in drift:
+        assert counter("clusterset_dns_relist_drift_total", resource="import",
+                       change=change) == drift[change] + 1, change
+    assert counter("clusterset_dns_relists_total", resource="import", reason="periodic") >= 1
+    # the watch was asked to end in time for the relist
+    assert run.client.watch_params(run.path)[0]["timeoutSeconds"] == 1
+
+
+def test_periodic_relist_off() -> None:
+    reflector = watch.Reflector(FakeClient(), watch.import_resource(GV, None), lambda ops: None,
+                                lambda kind: None, Config(relist_interval=0), lambda: None)
+    assert reflector.next_relist is None
+    with pytest.raises(ValueError, match="relist-interval"):
+        Config(relist_interval=-1)
+
+
+# -- update storms: coalesced per object, applied in chunks with yields ---------------------
+
+def big_slice(generation: int) -> dict[str, Any]:
+    return endpoint_slice("db-east", "db", cluster="east", endpoints=[
+        endpoint(f"10.{generation}.{i // 250}.{i % 250}", hostname=f"h{i}") for i in range(300)])
+
+
+@pytest.mark.timeout(10)
+def test_a_storm_of_updates_of_one_object_costs_one_rebuild(
+        sleeps: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "SLICE_SECONDS", 60.0)  # the reader never stops half way
+    run = slices_run()
+    run.client.lists[run.path] = [page(rv="10")]
+    run.client.streams[run.path] = [
+        [event("MODIFIED", big_slice(g), str(11 + g)) for g in range(30)]]
+    run.run()
+    puts = [op for ops in run.ops for op in ops if isinstance(op, watch.PutSlice)]
+    assert len(puts) == 1  # 30 updates arrived together: only the last was converted
+    assert run.slices()["prod/db-east"][0] == "10.29.0.0"
+    assert run.client.watch_params(run.path)[-1]["resourceVersion"] == "40"
+
+
+@pytest.mark.timeout(10)
+def test_applying_a_burst_yields_to_the_event_loop(sleeps: list[float],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries are answered between chunks: a task that runs whenever the loop is free
+    sees the cache part way through a burst of 100 new objects."""
+    monkeypatch.setattr(watch, "SLICE_SECONDS", 0.0)  # every object its own chunk
+    run = imports_run()
+    run.client.lists[run.path] = [page(rv="10")]
+    run.client.streams[run.path] = [[event("ADDED", service_import(f"s{i}", ips=["10.0.0.1"]),
+                                           str(11 + i)) for i in range(100)]]
+    seen: list[int] = []
+
+    async def main() -> None:
+        async def ticker() -> None:
+            while True:
+                seen.append(len(run.cache.imports))
+                await REAL_SLEEP(0)
+
+        tick = asyncio.create_task(ticker())
+        task = asyncio.ensure_future(run.reflector.run())
+        try:
+            await until(lambda: run.path in run.client.hanging, task)
+        finally:
+            await stop(task)
+            tick.cancel()
+
+    asyncio.run(main())
+    assert len(run.cache.imports) == 100
+    assert len({n for n in seen if 0 < n < 100}) > 10  # many intermediate states observed
 
 
 # -- KubeSource -------------------------------------------------------------------------------

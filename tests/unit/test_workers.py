@@ -1,0 +1,194 @@
+"""The worker pool with real worker processes (the app's own entry point), fed by this
+test as the parent: updates reach every worker, a worker killed, stopped or failing is
+restarted and resynced from the parent's state, and /ready's view (``missing``) follows.
+
+Each pool here has one worker on its own port, so every DNS answer comes from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import dns.asyncquery
+import dns.message
+import pytest
+
+from clusterset_dns import app, convert, workers
+from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
+from clusterset_dns.config import Config
+from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.peers import free_port
+
+from .helpers import ZONE, service_import
+
+
+def put(name: str, ip: str) -> PutImport:
+    return PutImport(("prod", name), convert.service_import(service_import(name, ips=[ip])))
+
+
+class Parent:
+    """This test process as the parent: a cache, a pool of one worker, the ops it sent."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.config = Config(listen=(("127.0.0.1", self.port),), log_level="warning")
+        self.cache = Cache(ZoneNames(ZONE), 5)
+        self.restarts: list[str] = []
+        self.pool = workers.WorkerPool(self.config, 1, app.WORKER_ENTRY,
+                                       lambda: app.snapshot(self.cache), self.restarts.append)
+
+    def apply(self, ops: list[Op]) -> None:
+        self.cache.apply(ops)
+        self.pool.send(ops)
+
+    @property
+    def worker(self) -> workers.Worker:
+        return self.pool.workers[0]
+
+    async def answer(self, name: str) -> list[str]:
+        query = dns.message.make_query(f"{name}.prod.svc.{ZONE}.", "A")
+        try:
+            reply = await dns.asyncquery.udp(query, "127.0.0.1", port=self.port, timeout=1)
+        except (dns.exception.Timeout, OSError):
+            return ["no answer"]
+        return sorted(str(rd) for rrset in reply.answer for rd in rrset)
+
+
+async def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def until_async(condition: Callable[[], Awaitable[bool]], timeout: float,
+                      what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def run_parent(body: Callable[[Parent], Awaitable[None]]) -> Parent:
+    parent = Parent()
+
+    async def main() -> None:
+        parent.apply([put("web", "10.1.0.1"), SetSynced(True)])
+        await parent.pool.start()
+        parent.pool.start_serving()
+        try:
+            await until(lambda: parent.pool.missing() == [], 30, "the worker to serve")
+            assert await parent.answer("web") == ["10.1.0.1"]
+            await body(parent)
+        finally:
+            await parent.pool.stop()
+
+    asyncio.run(main())
+    return parent
+
+
+async def restarted(parent: Parent, old_pid: int | None) -> None:
+    """The slot has a new process that serves, with every update applied."""
+    worker = parent.worker
+    await until(lambda: worker.pid != old_pid and parent.pool.missing() == []
+                and worker.applied == worker.sent, 60, "a new, serving, resynced worker")
+
+
+@pytest.mark.timeout(120)
+def test_updates_reach_the_worker_and_are_acknowledged() -> None:
+    async def body(parent: Parent) -> None:
+        for i in range(20):
+            parent.apply([put(f"s{i}", f"10.2.0.{i}")])
+        await until(lambda: parent.worker.applied == parent.worker.sent == 21, 30,
+                    "every update acknowledged")
+        assert await parent.answer("s19") == ["10.2.0.19"]
+
+    run_parent(body)
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_worker_is_restarted_and_resynced(caplog: pytest.LogCaptureFixture) -> None:
+    async def body(parent: Parent) -> None:
+        old = parent.worker.pid
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        await until(lambda: parent.pool.missing() == [1], 10, "/ready to see it missing")
+        # Updates made while it is away reach the new worker through the resync.
+        parent.apply([put("web", "10.1.0.9"), put("new", "10.1.0.7")])
+        await restarted(parent, old)
+        assert await parent.answer("web") == ["10.1.0.9"]
+        assert await parent.answer("new") == ["10.1.0.7"]
+
+    parent = run_parent(body)
+    assert parent.restarts == ["exited"]
+    assert "was killed by signal 9; restarting it" in caplog.text
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_worker_is_killed_and_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGSTOP: the process is there but applies nothing and reports nothing."""
+    monkeypatch.setattr(workers, "STALL_SECONDS", 2.0)
+
+    async def body(parent: Parent) -> None:
+        old = parent.worker.pid
+        assert old is not None
+        os.kill(old, signal.SIGSTOP)
+        try:
+            parent.apply([put("web", "10.1.0.5")])
+            await restarted(parent, old)
+        finally:
+            with_suppressed_kill(old)
+        assert await parent.answer("web") == ["10.1.0.5"]
+
+    parent = run_parent(body)
+    assert parent.restarts[0] == "stalled"
+
+
+def with_suppressed_kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_whose_update_fails_says_so_exits_and_is_resynced(
+        capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """A bug while applying (here: an op the cache cannot apply) must not leave the
+    worker serving a frozen zone: it logs the traceback and exits non-zero."""
+    async def body(parent: Parent) -> None:
+        old = parent.worker.pid
+        parent.worker.sent += 1
+        parent.worker.send(workers.Update(parent.worker.sent, ["not an op"]))  # type: ignore[list-item]
+        parent.cache.apply([put("web", "10.1.0.3")])  # the parent moved on meanwhile
+        await restarted(parent, old)
+        assert await parent.answer("web") == ["10.1.0.3"]
+
+    parent = run_parent(body)
+    err = capfd.readouterr().err
+    assert "following the parent's updates failed" in err
+    assert "Traceback" in err
+    assert "exited with status 1; restarting it" in caplog.text
+    assert parent.restarts == ["exited"]
+
+
+@pytest.mark.timeout(60)
+def test_stop_ends_every_worker() -> None:
+    pids: list[int] = []
+
+    async def body(parent: Parent) -> None:
+        assert parent.worker.pid is not None
+        pids.append(parent.worker.pid)
+
+    run_parent(body)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
