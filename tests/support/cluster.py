@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -167,6 +168,28 @@ def _rmdir_tree(root: Path) -> None:
             d.rmdir()
 
 
+def _remove_kube_chains() -> None:
+    """Remove the KUBE-* chains kube-proxy and the kubelet wrote (iptables and ip6tables,
+    every table), and the jumps to them. (``kube-proxy --cleanup`` leaves the kubelet's
+    chains, e.g. KUBE-FIREWALL, and fails on a machine without ipset.)"""
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle", "raw"):
+            out = _run([f"{tool}-save", "-t", table], check=False).stdout
+            chains = re.findall(r"^:(KUBE-[^ ]+) ", out, re.M)
+            if not chains:
+                continue
+            for rule in re.findall(r"^-A ([A-Z]+ .*-j KUBE-.*)$", out, re.M):
+                if rule.split()[0].startswith("KUBE-"):
+                    continue
+                _run([tool, "-t", table, "-D", *shlex.split(rule)], check=False)
+            for chain in chains:
+                _run([tool, "-t", table, "-F", chain], check=False)
+            for chain in chains:
+                _run([tool, "-t", table, "-X", chain], check=False)
+
+
 def cleanup(log: Any = print) -> None:
     """Undo everything a cluster run (this or an earlier, failed one) left behind."""
     # 1. processes: the control plane and node daemons we recorded, the pods' processes,
@@ -195,8 +218,7 @@ def cleanup(log: Any = print) -> None:
     # 4. the bridge (its veths die with the namespaces), NAT/filter chains, our rule
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         _run(["ip", "link", "del", BRIDGE], check=False)
-    with contextlib.suppress(ClusterError, OSError):
-        _run([bin_path("kube-proxy"), "--cleanup", "--proxy-mode=iptables"], check=False)
+    _remove_kube_chains()
     while _run(["iptables", "-D", "FORWARD", "-s", POD_CIDR, "!", "-o", BRIDGE,
                 "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"],
                check=False).returncode == 0:
@@ -324,7 +346,9 @@ class Cluster:
             enable_admission=["NodeRestriction"], authorization_mode="Node,RBAC",
             endpoint_reconciler="lease", users=users, directory=self.dir / "kube",
             watch_cache=True, keep_tmp=True,
-            extra_args=["--allow-privileged=true"])
+            # reach the kubelet by the node's address: its name is in no DNS here
+            extra_args=["--allow-privileged=true",
+                        "--kubelet-preferred-address-types=InternalIP"])
         self.api.start(timeout)
         self.procs_api = [p for p in (self.api.etcd, self.api.apiserver) if p is not None]
         for p in self.procs_api:
@@ -404,6 +428,7 @@ class Cluster:
                              "imagefs.available": "1%"},
             "serializeImagePulls": False, "registerNode": True,
             "podPidsLimit": -1, "maxPods": 50,
+            "podLogsDir": str(k / "pod-logs"),  # not /var/log/pods: cleaned with the rest
         }
         (k / "config.yaml").write_text(yaml.safe_dump(cfg))
         kubelet = self._proc("kubelet", [
