@@ -1,8 +1,9 @@
 """Lifespan: ordered start-up and shutdown of one server process (and its workers).
 
 Start-up: metrics/health endpoints, the source, wait for the first full sync
-(at most --startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT,
-in reverse order.
+(at most --startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT:
+/ready turns 503 at once, DNS keeps answering for --lameduck seconds, then the
+rest stops in reverse order and the process exits 0.
 """
 
 from __future__ import annotations
@@ -69,7 +70,11 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
 
+    stopping = False
+
     def ready() -> tuple[int, str, bytes]:
+        if stopping:
+            return 503, "text/plain", b"shutting down\n"
         if cache.zone.synced and dns.bound:
             return 200, "text/plain", b"OK\n"
         return 503, "text/plain", b"not synced\n"
@@ -103,7 +108,14 @@ async def serve(config: Config, children: list[workers.Worker]) -> int:
         if source.done() and not source.cancelled() and source.exception() is not None:
             log.error("source failed", exc_info=source.exception())
             return 1
-        log.info("shutting down")
+        # Lame duck: /ready fails at once so the pod leaves its Service's endpoints,
+        # while DNS keeps answering the queries still routed here.
+        stopping = True
+        if config.lameduck > 0:
+            log.info("shutting down: /ready is 503, DNS answers for %gs more (--lameduck)",
+                     config.lameduck)
+            await asyncio.sleep(config.lameduck)
+        log.info("shutting down: closing the listeners")
         await dns.stop()
         source.cancel()
         stopper.cancel()

@@ -96,6 +96,9 @@ class Config:
     workers: int = flag(1, "server processes sharing the port (SO_REUSEPORT)", parse=int)
     tcp_idle_timeout: float = flag(10.0, "seconds before an idle TCP connection is closed",
                                    parse=float)
+    lameduck: float = flag(
+        5.0, "seconds DNS keeps answering after SIGTERM while /ready says 503 (so the "
+        "Service drops this pod before its listeners close)", parse=float)
     edns_udp_size: int = flag(1232, "largest UDP answer with EDNS (512..4096)", parse=int)
     udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
                        "(recvfrom/sendto), or auto (batched where available)",
@@ -118,6 +121,7 @@ class Config:
         for name in ("poll_interval", "watch_timeout", "inactivity_timeout", "tcp_idle_timeout"):
             need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
         need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
+        need(self.lameduck >= 0, "lameduck", "must not be negative")
         for api in self.serviceimport_apis:
             group, _, version = api.partition("/")
             need(bool(group and version and "/" not in version), "serviceimport-api",

@@ -50,13 +50,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import (  # noqa: E402
+from peers import (
     KubeAPI,
     PeerError,
     Proc,
     _wait,
     cache_dir,
-    find_binaries,
     write_kubeconfig,
 )
 

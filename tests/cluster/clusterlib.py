@@ -1,0 +1,149 @@
+"""Helpers of the cluster tests (the fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster import CLUSTER_DNS_IP, Cluster, Pod, bin_path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CONFORMANCE_OBJECTS = REPO / "tests" / "conformance" / "objects"
+CLIENT_TOOL = (HERE / "client_tool.py").read_text()
+NS = "kube-system"
+APP = "app.kubernetes.io/name=clusterset-dns"
+TTL = 5
+
+__all__ = ["APP", "CLUSTER_DNS_IP", "NS", "TTL"]
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """The client pod; runs dig and tests/cluster/client_tool.py inside it."""
+
+    cluster: Cluster
+    name: str
+    namespace: str = "default"
+
+    def dig(self, server: str, name: str, rdtype: str, tcp: bool = False) -> tuple[str, list[str]]:
+        """(status, answer lines as "name ttl IN TYPE rdata") from `dig @server`."""
+        argv = ["dig", f"@{server}", name, rdtype, "+time=3", "+tries=1", "+noall", "+answer",
+                "+comments"]
+        if tcp:
+            argv.append("+tcp")
+        out = self.cluster.exec(self.namespace, self.name, *argv, check=False).stdout
+        status = "NO ANSWER"
+        lines = []
+        for line in out.splitlines():
+            if "status:" in line:
+                status = line.split("status:")[1].split(",")[0].strip()
+            elif line and not line.startswith(";"):
+                lines.append(" ".join(line.split()))
+        return status, sorted(lines)
+
+    def tool(self, *args: str, timeout: float = 120) -> Any:
+        out = self.cluster.kubectl("-n", self.namespace, "exec", "-i", self.name, "--",
+                                   "python3", "-", *args, input=CLIENT_TOOL, timeout=timeout)
+        return json.loads(out.stdout) if args[0] != "scrape" else out.stdout
+
+    def start_tool(self, *args: str) -> subprocess.Popen[str]:
+        """The tool running in the background; ``finish_tool`` collects its JSON."""
+        proc = subprocess.Popen(self.tool_argv(*args), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None
+        proc.stdin.write(CLIENT_TOOL)
+        proc.stdin.close()
+        return proc
+
+    @staticmethod
+    def finish_tool(proc: subprocess.Popen[str], timeout: float) -> Any:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, f"client tool failed: {err[-2000:]}"
+        return json.loads(out)
+
+    def tool_argv(self, *args: str) -> list[str]:
+        """kubectl argv running the tool (for a Popen that runs in the background)."""
+        return [str(bin_path("kubectl")), f"--kubeconfig={self.cluster.kubeconfig}",
+                "-n", self.namespace, "exec", "-i", self.name, "--", "python3", "-", *args]
+
+
+class Overlay:
+    """A kustomization of our own in a temporary directory that takes one of
+    deploy/overlays and sets the image to the one scripts/build-images made (never
+    pulled). ``apply()`` is `kubectl apply -k`, ``delete()`` `kubectl delete -k`."""
+
+    def __init__(self, cluster: Cluster, overlay: str, extra: dict[str, Any] | None = None
+                 ) -> None:
+        self.cluster = cluster
+        self.dir = Path(tempfile.mkdtemp(prefix=f"csdns-overlay-{overlay}-"))
+        name, tag = cluster.images["clusterset-dns"]["ref"].rsplit(":", 1)
+        k: dict[str, Any] = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [os.path.relpath(REPO / "deploy" / "overlays" / overlay, self.dir)],
+            "images": [{"name": "clusterset-dns", "newName": name, "newTag": tag}],
+            "patches": [{"target": {"group": "apps", "kind": "Deployment|DaemonSet"},
+                         "patch": json.dumps([{
+                             "op": "replace",
+                             "path": "/spec/template/spec/containers/0/imagePullPolicy",
+                             "value": "Never"}])}],
+        }
+        for key, value in (extra or {}).items():
+            k[key] = k.get(key, []) + value if isinstance(value, list) else value
+        (self.dir / "kustomization.yaml").write_text(json.dumps(k, indent=1))
+
+    def render(self) -> list[dict[str, Any]]:
+        import yaml
+        out = self.cluster.kubectl("kustomize", str(self.dir)).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    def apply(self) -> None:
+        self.cluster.kubectl("apply", "-k", str(self.dir))
+
+    def delete(self) -> None:
+        self.cluster.kubectl("delete", "-k", str(self.dir), "--wait=true", "--timeout=120s",
+                             check=False, timeout=180)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_pods(cluster: Cluster, selector: str, count: int, timeout: float = 180,
+              namespace: str = NS) -> list[Pod]:
+    """Exactly ``count`` pods, all Running and Ready (terminating ones excluded)."""
+    deadline = time.monotonic() + timeout
+    pods: list[Pod] = []
+    while time.monotonic() < deadline:
+        pods = cluster.pods(namespace, selector)
+        if len(pods) == count and all(p.phase == "Running" and p.ready for p in pods):
+            return pods
+        time.sleep(1)
+    raise AssertionError(f"pods {selector}: wanted {count} Running+Ready, got {pods}\n"
+                         + cluster.describe(namespace))
+
+
+def service_ip(cluster: Cluster, name: str, namespace: str = NS) -> str:
+    ip: str = cluster.kubectl_json("-n", namespace, "get", "service", name)["spec"]["clusterIP"]
+    return ip
+
+
+def patch_coredns(cluster: Cluster, our_ip: str) -> None:
+    """The README's CoreDNS edit: the shipped ConfigMap patch with our Service IP, then
+    a restart of CoreDNS (instead of waiting for `reload`)."""
+    patch = (REPO / "deploy" / "overlays" / "forward-target" / "coredns-configmap-patch.yaml"
+             ).read_text().replace("CLUSTERSET_DNS_SERVICE_IP", our_ip)
+    cluster.kubectl("-n", NS, "patch", "configmap", "coredns", "--type", "merge",
+                    "--patch-file", "/dev/stdin", input=patch)
+    cluster.kubectl("-n", NS, "rollout", "restart", "deployment/coredns")
+    cluster.wait_rollout(NS, "deployment/coredns")
+
+
