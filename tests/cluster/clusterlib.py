@@ -61,6 +61,7 @@ class Client:
         assert proc.stdin is not None
         proc.stdin.write(CLIENT_TOOL)
         proc.stdin.close()
+        proc.stdin = None  # communicate() must not flush it again
         return proc
 
     @staticmethod

@@ -10,10 +10,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-
 from cluster import Cluster, ClusterError
-
-from .clusterlib import CONFORMANCE_OBJECTS, Client
+from clusterlib import CONFORMANCE_OBJECTS, Client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

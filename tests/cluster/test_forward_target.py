@@ -12,11 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from dnsserver import metric_sum
-
 from cluster import Cluster, write_kubeconfig
-
-from .clusterlib import (
+from clusterlib import (
     APP,
     CLUSTER_DNS_IP,
     NS,
@@ -27,6 +24,7 @@ from .clusterlib import (
     service_ip,
     wait_pods,
 )
+from dnsserver import metric_sum
 
 ZONE = "clusterset.local"
 
