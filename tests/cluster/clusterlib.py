@@ -24,6 +24,61 @@ TTL = 5
 
 __all__ = ["APP", "CLUSTER_DNS_IP", "NS", "TTL"]
 
+ZONE = "clusterset.local"
+
+
+def svc(name: str, ns: str = "conf") -> str:
+    return f"{name}.{ns}.svc.{ZONE}."
+
+
+# What the conformance suite expects for these names (tests/conformance, objects/core
+# hello.yaml and db.yaml), as zone-file text; each (name, type) is one query.
+EXPECTED_ZONE = """
+hello.conf.svc.clusterset.local. 5 IN A 10.42.0.10
+hello.conf.svc.clusterset.local. 5 IN AAAA fd00:42::10
+hello.conf.svc.clusterset.local. 5 IN SRV 0 100 42 hello.conf.svc.clusterset.local.
+_tcp._tcp.hello.conf.svc.clusterset.local. 5 IN SRV 0 100 42 hello.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN A 10.1.0.1
+db.conf.svc.clusterset.local. 5 IN A 10.1.0.2
+db.conf.svc.clusterset.local. 5 IN A 10.2.0.1
+db.conf.svc.clusterset.local. 5 IN A 10.2.0.2
+db.conf.svc.clusterset.local. 5 IN A 10.2.0.4
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 db-0.east.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 db-1.east.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 10-2-0-1.west.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 10-2-0-2.west.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 10-2-0-4.west.db.conf.svc.clusterset.local.
+db-0.east.db.conf.svc.clusterset.local. 5 IN A 10.1.0.1
+10-2-0-4.west.db.conf.svc.clusterset.local. 5 IN A 10.2.0.4
+dns-version.clusterset.local. 28800 IN TXT "1.0.0"
+"""
+
+
+def _queries(zone: str) -> list[tuple[str, str, list[str]]]:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for line in zone.strip().splitlines():
+        name, _, _, rdtype, _ = line.split(" ", 4)
+        grouped.setdefault((name, rdtype), []).append(line)
+    return [(name, rdtype, lines) for (name, rdtype), lines in grouped.items()]
+
+
+EXPECTED = _queries(EXPECTED_ZONE)
+
+
+def same_records(got: list[str], want: list[str]) -> bool:
+    """Equal as sets of (name, class, type, rdata), with a TTL no larger than wanted:
+    CoreDNS's cache counts TTLs down."""
+    def key(line: str) -> tuple[str, str]:
+        name, _ttl, rest = line.split(" ", 2)
+        return name.lower(), rest
+
+    def ttl(line: str) -> int:
+        return int(line.split(" ", 2)[1])
+
+    wanted = {key(w): ttl(w) for w in want}
+    return sorted(key(g) for g in got) == sorted(wanted) and all(
+        ttl(g) <= wanted[key(g)] for g in got)
+
 
 @dataclass(frozen=True, slots=True)
 class Client:

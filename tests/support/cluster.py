@@ -344,7 +344,7 @@ class Cluster:
             bind_address=NODE_IP, service_cidr=SERVICE_CIDR,
             enable_admission=["NodeRestriction"], authorization_mode="Node,RBAC",
             endpoint_reconciler="lease", users=users, directory=self.dir / "kube",
-            watch_cache=True, keep_tmp=True,
+            watch_cache=True, keep_tmp=False,
             # reach the kubelet by the node's address: its name is in no DNS here
             extra_args=["--allow-privileged=true",
                         "--kubelet-preferred-address-types=InternalIP"])
