@@ -146,6 +146,14 @@ def _shim_pids() -> list[int]:
     return out
 
 
+def _any_shim() -> bool:
+    for d in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if d.name.isdigit() and (d / "comm").read_text().startswith("containerd-shim"):
+                return True
+    return False
+
+
 def _mounts_below(path: Path) -> list[str]:
     prefix = str(path)
     found = []
@@ -222,8 +230,21 @@ def cleanup(log: Any = print) -> None:
                 "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"],
                check=False).returncode == 0:
         pass
-    # 5. host-local IPAM state, our cgroups, the directory itself
+    # 5. host-local IPAM state, libcni's result cache of our network and of the pods'
+    #    loopback, shim sockets left by killed shims (no other containerd runs here:
+    #    only when no shim at all is left), our cgroups, the directory itself
     shutil.rmtree(STATE_DIR / "cni-ipam", ignore_errors=True)
+    results = Path("/var/lib/cni/results")
+    if results.is_dir():
+        for f in [*results.glob("csdns-pods-*"), *results.glob("cni-loopback-*")]:
+            with contextlib.suppress(OSError):
+                f.unlink()
+    shim_sockets = Path("/run/containerd/s")
+    if shim_sockets.is_dir() and not _any_shim():
+        for f in shim_sockets.iterdir():
+            with contextlib.suppress(OSError):
+                if f.is_socket():
+                    f.unlink()
     for root in Path("/sys/fs/cgroup").glob("*/kubepods"):
         _rmdir_tree(root)
     saved = STATE_DIR / "ip_forward.saved"
