@@ -199,7 +199,38 @@ def patch_coredns(cluster: Cluster, our_ip: str) -> None:
              ).read_text().replace("CLUSTERSET_DNS_SERVICE_IP", our_ip)
     cluster.kubectl("-n", NS, "patch", "configmap", "coredns", "--type", "merge",
                     "--patch-file", "/dev/stdin", input=patch)
-    cluster.kubectl("-n", NS, "rollout", "restart", "deployment/coredns")
-    cluster.wait_rollout(NS, "deployment/coredns")
+    restart_dns(cluster, "deployment/coredns", "k8s-app=kube-dns", CLUSTER_DNS_IP)
+
+
+def restart_dns(cluster: Cluster, what: str, selector: str, server: str,
+                expect_zone: bool = True) -> None:
+    """Restart a CoreDNS workload (to load its new Corefile) and wait until its old pods
+    are gone: they keep answering through the Service with the old Corefile (their own
+    lame duck) until then. With ``expect_zone``, also until ``server`` (asked from this
+    host, through kube-proxy) answers clusterset.local."""
+    old = {p.name for p in cluster.pods(NS, selector)}
+    cluster.kubectl("-n", NS, "rollout", "restart", what)
+    cluster.wait_rollout(NS, what)
+    deadline = time.monotonic() + 120
+    while old & {p.name for p in cluster.pods(NS, selector)}:
+        assert time.monotonic() < deadline, f"the old pods of {what} did not go"
+        time.sleep(0.5)
+    while expect_zone and not _answers_zone(server):
+        assert time.monotonic() < deadline, f"{server} does not answer clusterset.local"
+        time.sleep(0.5)
+
+
+def _answers_zone(server: str) -> bool:
+    """Does ``server`` (asked from this host, through kube-proxy) answer our zone?"""
+    import dns.exception
+    import dns.message
+    import dns.query
+    import dns.rcode
+    try:
+        r = dns.query.udp(dns.message.make_query(f"dns-version.{ZONE}.", "TXT"), server,
+                          timeout=2)
+    except (dns.exception.Timeout, OSError):
+        return False
+    return r.rcode() == dns.rcode.NOERROR and bool(r.answer)
 
 

@@ -17,6 +17,7 @@ from clusterlib import (
     REPO,
     Client,
     Overlay,
+    restart_dns,
     same_records,
     service_ip,
     svc,
@@ -52,10 +53,11 @@ class NodeLocal:
 
 def apply_node_local(cluster: Cluster, extra: str) -> str:
     cluster.kubectl("apply", "-f", "-", input=node_local_manifest(cluster, extra))
-    cluster.kubectl("-n", NS, "rollout", "restart", "daemonset/node-local-dns")
-    cluster.wait_rollout(NS, "daemonset/node-local-dns")
+    ip = service_ip(cluster, "node-local-dns")
+    restart_dns(cluster, "daemonset/node-local-dns", NODE_LOCAL_SELECTOR, ip,
+                expect_zone=bool(extra))
     wait_pods(cluster, NODE_LOCAL_SELECTOR, 1)
-    return service_ip(cluster, "node-local-dns")
+    return ip
 
 
 @pytest.fixture(scope="module")

@@ -112,9 +112,19 @@ def _pids_file() -> Path:
     return STATE_DIR / "pids"
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22), so a
+    recorded pid is never confused with a later process that reuses it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
+
+
 def _record_pid(name: str, pid: int) -> None:
     with open(_pids_file(), "a") as f:
-        f.write(f"{pid} {name}\n")
+        f.write(f"{pid} {_start_time(pid)} {name}\n")
 
 
 def _kill_pid(pid: int) -> None:
@@ -204,7 +214,9 @@ def cleanup(log: Any = print) -> None:
     if _pids_file().exists():
         for line in _pids_file().read_text().splitlines():
             with contextlib.suppress(ValueError, IndexError):
-                _kill_pid(int(line.split()[0]))
+                pid, started = int(line.split()[0]), line.split()[1]
+                if _start_time(pid) == started:
+                    _kill_pid(pid)
     for _ in range(3):
         pids = _cgroup_pids() + _shim_pids()
         if not pids:
