@@ -3,7 +3,7 @@
     python bench/kube_scale.py [--imports 10000 --headless 1000 --endpoints 100]
                                [--updates 1000 --rate 100] [--coredns] [--out FILE]
 
-1. Starts etcd + kube-apiserver (tests/support/peers.py, binaries from
+1. Starts etcd + kube-apiserver (clusterset_dns_testkit.peers, binaries from
    scripts/build-peers), installs the mcs-api v0.5.0 CRDs and writes the objects:
    ``--imports`` ClusterSetIP ServiceImports and ``--headless`` headless ones with
    ``--endpoints`` endpoints each (one EndpointSlice of at most 100 endpoints per
@@ -36,11 +36,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "support"))
+# This checkout's clusterset_dns_testkit, whatever else is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dnslib import DNSRecord  # noqa: E402
-from peers import CoreDNS, KubeAPI, free_port, kubernetes_corefile  # noqa: E402
+from dnslib import DNSRecord
+
+from clusterset_dns_testkit.peers import CoreDNS, KubeAPI, free_port, kubernetes_corefile
+
+ROOT = Path(__file__).resolve().parent.parent
 
 IMPORTS = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/{ns}/serviceimports"
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"

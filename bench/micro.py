@@ -10,9 +10,13 @@ option-less EDNS OPT, as dnsperf -e sends) and over a few pure shapes.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# This checkout's clusterset_dns, whatever else is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dnslib import EDNS0, DNSRecord
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster import CLUSTER_DNS_IP, Cluster, Pod, bin_path
+from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster, Pod, bin_path
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

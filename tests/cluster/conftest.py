@@ -1,4 +1,4 @@
-"""The single-node cluster of tests/support/cluster.py, once per session, with the
+"""The single-node cluster of clusterset_dns_testkit/cluster.py, once per session, with the
 mcs-api v0.5.0 CRDs, the conformance objects `hello` and `db`, and a client pod
 (dig, python3 + dnspython). Every test here is marked ``cluster`` and needs root,
 ``scripts/build-peers`` and ``scripts/build-images``."""
@@ -10,8 +10,10 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from cluster import Cluster, ClusterError
-from clusterlib import CONFORMANCE_OBJECTS, Client
+
+from clusterset_dns_testkit.cluster import Cluster, ClusterError
+
+from .clusterlib import CONFORMANCE_OBJECTS, Client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,7 +34,8 @@ def cluster() -> Iterator[Cluster]:
         yield c
     finally:
         if os.environ.get("CLUSTERSET_DNS_KEEP_CLUSTER"):
-            print("cluster: left running; `python3 -m tests.support.cluster down` cleans up")
+            print("cluster: left running; clean up with "
+                  "`python3 -m clusterset_dns_testkit.cluster down`")
         else:
             c.close()
 

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from cluster import CLUSTER_DNS_IP, Cluster
-from clusterlib import (
+
+from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster
+
+from .clusterlib import (
     APP,
     EXPECTED,
     NS,

@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster import image_refs
-from clusterlib import REPO
+
+from clusterset_dns_testkit.cluster import image_refs
+
+from .clusterlib import REPO
 
 
 @pytest.fixture

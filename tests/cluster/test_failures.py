@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster import NODE_IP, Cluster
-from clusterlib import Overlay
+
+from clusterset_dns_testkit.cluster import NODE_IP, Cluster
+
+from .clusterlib import Overlay
 
 NAMESPACE = "csdns-fail"
 

@@ -12,8 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from cluster import Cluster, write_kubeconfig
-from clusterlib import (
+
+from clusterset_dns_testkit.cluster import Cluster, write_kubeconfig
+from clusterset_dns_testkit.dnsserver import metric_sum
+
+from .clusterlib import (
     APP,
     CLUSTER_DNS_IP,
     EXPECTED,
@@ -27,7 +30,6 @@ from clusterlib import (
     svc,
     wait_pods,
 )
-from dnsserver import metric_sum
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,7 @@ def test_service_account_can_only_read_the_two_resources(
     assert cluster.api is not None and cluster.api.ca_file is not None
     kc = write_kubeconfig(cluster.dir / "pod-sa.kubeconfig", cluster.api.url, token,
                           cluster.api.ca_file, "pod")
-    from cluster import _run, bin_path
+    from clusterset_dns_testkit.cluster import _run, bin_path
 
     def can(verb: str, resource: str, *extra: str) -> bool:
         out = _run([bin_path("kubectl"), f"--kubeconfig={kc}", "auth", "can-i", verb, resource,

@@ -1,6 +1,6 @@
 """Helpers for the dig-based conformance suite.
 
-Written from /work/shared/SPEC.md, not from the server's code:
+Written from docs/dns-behaviour.md, not from the server's code:
 
 * ``run_dig`` runs the real ``dig`` binary and parses its normal text output
   (dig 9.18 has no ``+json``) into a :class:`DigResult`;
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from dnsserver import ServerProcess as _ServerBase
+from clusterset_dns_testkit.dnsserver import ServerProcess as _ServerBase
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
@@ -369,7 +369,7 @@ def http_status(url: str, timeout: float = 1.0) -> int | None:
 
 class ServerProcess(_ServerBase):
     """``python -m clusterset_dns serve --manifests PATH`` on free 127.0.0.1 ports: the
-    shared harness of tests/support/dnsserver.py, with this suite's conveniences."""
+    shared harness of clusterset_dns_testkit/dnsserver.py, with this suite's conveniences."""
 
     def __init__(self, manifests: Path | str, extra_args: Sequence[str] = ()) -> None:
         self.manifests = str(manifests)

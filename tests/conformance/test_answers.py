@@ -1,4 +1,4 @@
-"""SPEC.md section 3: answers for ClusterSetIP and Headless imports (objects/core).
+"""docs/dns-behaviour.md §3.1-§3.2: answers for ClusterSetIP and Headless imports (objects/core).
 
 Expected records are zone-file text; SRV weights follow the lead's choice
 ``max(1, 100 // n)`` with n = records in the RRset, priority 0.

@@ -1,4 +1,4 @@
-"""Our own server only: the configurable parts of SPEC.md section 3 (TTL
+"""Our own server only: the configurable parts of docs/dns-behaviour.md §3 (TTL
 0..3600, zone, EDNS UDP cap) and the manifests PATH forms (single file)."""
 
 from __future__ import annotations

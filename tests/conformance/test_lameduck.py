@@ -10,7 +10,8 @@ import time
 
 import dns.exception
 import pytest
-from dnsserver import ServerProcess, query
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, query
 
 from .csdns_testlib import OBJECTS_DIR
 

@@ -1,4 +1,4 @@
-"""SPEC.md section 2 (names) and the zone-level rules of section 3: apex,
+"""docs/dns-behaviour.md §2 (names) and the zone-level rules of §3.3-§3.4: apex,
 dns-version, empty non-terminals, NXDOMAIN vs NODATA, case handling."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC.md section 3 "Everything else": ANY, classes, out-of-zone, zone
+"""docs/dns-behaviour.md §3.5-§3.7: ANY, classes, out-of-zone, zone
 transfers, header flags, TTLs, EDNS0 (with dig)."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """clusterset-dns next to CoreDNS v1.14.7's own ``multicluster`` answers, both
 watching one real kube-apiserver that holds the conformance objects.
 
-The comparison is ``bench/compare_coredns.py`` (imported, not run as a
-subprocess; ``python bench/compare_coredns.py`` writes the same table to
-docs/coredns-comparison.md). Every difference must be one of the documented
-ones of that module (``KNOWN_DIFFERENCES``, ``KNOWN_SUITE_DIFFERENCES``,
-``KNOWN_SUITE_FAILURES_BOTH``), each with its one-line reason, and every
-documented one must still occur.
+The comparison is ``clusterset_dns_testkit.compare`` (``python
+bench/compare_coredns.py`` writes the same table to docs/coredns-comparison.md).
+Every difference must be one of the documented ones of
+``clusterset_dns_testkit/compare/known.py`` (``KNOWN_DIFFERENCES``,
+``KNOWN_SUITE_DIFFERENCES``, ``KNOWN_SUITE_FAILURES_BOTH``), each with its
+one-line reason, and every documented one must still occur.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from peers import KubeAPI
+
+from clusterset_dns_testkit.peers import KubeAPI
 
 pytestmark = pytest.mark.coredns
 
@@ -34,8 +35,9 @@ def row_text(row: Any) -> str:
 def test_every_answer_difference_is_documented(compare: ModuleType, comparison: Any) -> None:
     bad = compare.unexplained_rows(comparison.all_rows)
     assert not bad, (
-        "differences from CoreDNS not in KNOWN_DIFFERENCES (bench/compare_coredns.py); "
-        "decide from SPEC.md whether ours is wrong or document the deviation:\n"
+        "differences from CoreDNS not in KNOWN_DIFFERENCES (clusterset_dns_testkit/compare/"
+        "known.py); "
+        "decide from docs/dns-behaviour.md whether ours is wrong or document the deviation:\n"
         "| case | clusterset-dns | CoreDNS |\n" + "\n".join(row_text(r) for r in bad))
 
 

@@ -33,8 +33,9 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 from conformance.csdns_testlib import DigResult, parse_dig
-from dnsserver import ServerProcess, metric_sum, wait_for
-from peers import CoreDNS, free_port
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, metric_sum, wait_for
+from clusterset_dns_testkit.peers import CoreDNS, free_port
 
 pytestmark = pytest.mark.coredns
 

@@ -7,11 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dnsserver import ServerProcess
-from peers import KubeAPI
 
-REPO = Path(__file__).resolve().parents[2]
-STATUS_LAYOUT_CRD = REPO / "tests" / "crds" / "status-layout-serviceimports.yaml"
+from clusterset_dns_testkit.dnsserver import ServerProcess
+from clusterset_dns_testkit.peers import KubeAPI
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -23,7 +21,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def api() -> Iterator[KubeAPI]:
     with KubeAPI() as kube:
-        kube.install_crds(["mcs-api-v0.5.0", STATUS_LAYOUT_CRD])
+        kube.install_crds(["mcs-api-v0.5.0", "status-layout"])
         yield kube
 
 

@@ -3,8 +3,8 @@ layout and both address families; updates and deletions follow."""
 
 from __future__ import annotations
 
-from dnsserver import ServerProcess, expect, wait_for
-from peers import KubeAPI
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.peers import KubeAPI
 
 from .objects import (
     STATUS_LAYOUT,

@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 import yaml
-from dnsserver import ServerProcess, expect, wait_for
-from peers import KubeAPI
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.peers import KubeAPI
 
 from .objects import V1BETA1, a, endpoint_slice, fqdn, service_import
 

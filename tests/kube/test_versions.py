@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dnsserver import ServerProcess, expect, wait_for
-from peers import KubeAPI, crd_path
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.peers import KubeAPI, crd_path
 
 from .objects import V1ALPHA1, V1ALPHA2, a, endpoint_slice, fqdn, service_import
 
@@ -56,9 +57,7 @@ def test_v1alpha2_root_layout_stored_as_v1alpha2(
         server_for: type[ServerProcess]) -> None:
     """The proposal's CRD with v1alpha2 as the storage version (a cluster after the
     migration): root-layout objects round-trip and are served."""
-    docs = list(yaml.safe_load_all(
-        (crd_path("mcs-api-v1alpha2-proposal") / "multicluster.x-k8s.io_serviceimports.yaml")
-        .read_text()))
+    docs = list(yaml.safe_load_all(crd_path("mcs-api-v1alpha2-proposal").read_text()))
     crd = next(d for d in docs if d and d.get("kind") == "CustomResourceDefinition")
     for version in crd["spec"]["versions"]:
         version["storage"] = version["name"] == "v1alpha2"

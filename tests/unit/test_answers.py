@@ -1,4 +1,4 @@
-"""Answers of the handler over a small zone (SPEC.md sections 2 and 3).
+"""Answers of the handler over a small zone (docs/dns-behaviour.md §2 and §3).
 
 The objects below are raw API dicts, converted by :mod:`convert` and put in a
 :class:`Cache`; each row of the tables is one query and the whole expected

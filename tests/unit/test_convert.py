@@ -1,4 +1,4 @@
-"""convert: raw API dicts -> model (SPEC.md section 1)."""
+"""convert: raw API dicts -> model (docs/dns-behaviour.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""names: endpoint host names, name validation, the zone's own names (SPEC.md section 2)."""
+"""names: endpoint host names, name validation, the zone's own names (docs/dns-behaviour.md §2)."""
 
 from __future__ import annotations
 

@@ -25,9 +25,10 @@ import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
-from peers import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+from clusterset_dns_testkit.peers import free_port
+
+REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 

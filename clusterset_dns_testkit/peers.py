@@ -6,7 +6,7 @@ holding ``kube-apiserver`` and ``etcd``) or else from the cache that
 
 Typical use::
 
-    from peers import KubeAPI, CoreDNS   # with tests/support on sys.path
+    from clusterset_dns_testkit.peers import CoreDNS, KubeAPI
 
     with KubeAPI() as api:                           # etcd + kube-apiserver, ready
         api.install_crds([api.crd_path("mcs-api-v0.5.0")])
@@ -76,8 +76,8 @@ from typing import Any
 import yaml
 
 HOST = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-STATUS_LAYOUT_CRD = REPO_ROOT / "tests" / "crds" / "status-layout-serviceimports.yaml"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OWN_CRD_DIR = REPO_ROOT / "tests" / "crds"
 SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"
 CRD_API = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
@@ -109,26 +109,47 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "clusterset-dns"
 
 
-def shared_dir() -> Path:
-    """``$CLUSTERSET_DNS_SHARED``, else ``<repo root>/../shared``."""
+# The released CRD sets scripts/fetch-crds puts under <cache>/crds/<name>.
+RELEASED_CRDS = ("mcs-api-v0.5.0", "mcs-api-v0.4.1", "about-api")
+# The unreleased layouts: this project's own files.
+OWN_CRDS = {
+    "mcs-api-v1alpha2-proposal": OWN_CRD_DIR / "mcs-api-v1alpha2-proposal-serviceimports.yaml",
+    "status-layout": OWN_CRD_DIR / "status-layout-serviceimports.yaml",
+}
+
+
+# Released sets the Go module proxy may refuse (sigs.k8s.io/about-api: 403): our own
+# model of the same resource stands in when scripts/fetch-crds could not fetch it.
+FALLBACK_CRDS = {"about-api": OWN_CRD_DIR / "about-api-clusterproperties.yaml"}
+
+
+def released_crd_dir() -> Path:
+    """Where the released CRD sets are: ``$CLUSTERSET_DNS_SHARED/crds`` when that
+    override is set (a directory laid out like the cache), else the cache that
+    ``scripts/fetch-crds`` fills."""
     env = os.environ.get("CLUSTERSET_DNS_SHARED")
-    return Path(env) if env else REPO_ROOT.parent / "shared"
+    return Path(env) / "crds" if env else cache_dir() / "crds"
 
 
 def crd_path(variant: str) -> Path:
-    """A CRD directory of shared/crds (``mcs-api-v0.5.0``, ``mcs-api-v0.4.1``,
-    ``mcs-api-v1alpha2-proposal``, ``about-api``), ``status-layout`` (our fork-style
-    CRD), or any existing file/directory path."""
-    if variant == "status-layout":
-        return STATUS_LAYOUT_CRD
+    """The CRD file or directory of ``variant``: a released set (``mcs-api-v0.5.0``,
+    ``mcs-api-v0.4.1``, ``about-api``), one of our own layouts
+    (``mcs-api-v1alpha2-proposal``, ``status-layout``), or any existing path."""
+    if variant in OWN_CRDS:
+        return OWN_CRDS[variant]
+    if variant in RELEASED_CRDS:
+        p = released_crd_dir() / variant
+        if not p.is_dir() and variant in FALLBACK_CRDS:
+            return FALLBACK_CRDS[variant]
+        if not p.is_dir():
+            raise PeerError(f"CRD set {variant!r} not found in {p.parent}: run "
+                            "`scripts/fetch-crds` (or set CLUSTERSET_DNS_SHARED)")
+        return p
     p = Path(variant)
     if p.exists():
         return p
-    p = shared_dir() / "crds" / variant
-    if not p.exists():
-        raise PeerError(f"no CRD variant {variant!r}: {p} does not exist "
-                        "(set CLUSTERSET_DNS_SHARED to the shared/ directory)")
-    return p
+    raise PeerError(f"no CRD variant {variant!r}: not one of "
+                    f"{', '.join([*RELEASED_CRDS, *OWN_CRDS])} and not an existing path")
 
 
 @dataclass(frozen=True)
@@ -618,7 +639,7 @@ APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
 
 def _approve_protected_group(crd: JSONObj) -> JSONObj:
     """The apiserver refuses a CRD of a ``*.k8s.io``/``*.kubernetes.io`` group without the
-    ``api-approved.kubernetes.io`` annotation (the shared about.k8s.io CRD has none): add
+    ``api-approved.kubernetes.io`` annotation (the released about.k8s.io CRD has none): add
     ``unapproved, ...`` (accepted; condition KubernetesAPIApprovalPolicyConformant=False)."""
     group = crd["spec"]["group"]
     protected = group in ("k8s.io", "kubernetes.io") or group.endswith(
@@ -703,7 +724,7 @@ class KubeAPI(ApiClient):
                  users: Sequence[tuple[str, Sequence[str]]] = (),
                  directory: Path | None = None) -> None:
         """Defaults: a bare apiserver on 127.0.0.1 for API tests. For a real cluster
-        (tests/support/cluster.py): ``bind_address`` a host address pods can reach,
+        (clusterset_dns_testkit/cluster.py): ``bind_address`` a host address pods can reach,
         ``enable_admission`` keeps every default admission plugin and adds these,
         ``authorization_mode`` e.g. ``Node,RBAC``, ``endpoint_reconciler`` ``lease``
         (the ``kubernetes`` Service gets its endpoint), ``users`` extra token users

@@ -25,8 +25,8 @@ cgroups, and restores ip_forward.
 
 By hand (root)::
 
-    python3 -m tests.support.cluster up      # start, print the kubeconfig path, stay up
-    python3 -m tests.support.cluster down    # clean up whatever is left
+    python3 -m clusterset_dns_testkit.cluster up    # start, print the kubeconfig path, stay up
+    python3 -m clusterset_dns_testkit.cluster down  # clean up whatever is left
 """
 
 from __future__ import annotations
@@ -48,9 +48,7 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from peers import (
+from clusterset_dns_testkit.peers import (
     KubeAPI,
     PeerError,
     Proc,
@@ -68,7 +66,7 @@ SERVICE_CIDR = "10.96.0.0/16"
 CLUSTER_DNS_IP = "10.96.0.10"
 FORWARD_COMMENT = "clusterset-dns-test-cluster"
 CNI_BIN = Path("/usr/lib/cni")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 JSONObj = dict[str, Any]
 
@@ -561,7 +559,7 @@ def main(argv: Sequence[str]) -> int:
             pass
         c.close()
         return 0
-    print("usage: python3 -m tests.support.cluster up|down", file=sys.stderr)
+    print("usage: python3 -m clusterset_dns_testkit.cluster up|down", file=sys.stderr)
     return 2
 
 
