@@ -203,11 +203,11 @@ def patch_coredns(cluster: Cluster, our_ip: str) -> None:
 
 
 def restart_dns(cluster: Cluster, what: str, selector: str, server: str,
-                expect_zone: bool = True) -> None:
+                probe: tuple[str, str] = (f"dns-version.{ZONE}.", "TXT")) -> None:
     """Restart a CoreDNS workload (to load its new Corefile) and wait until its old pods
-    are gone: they keep answering through the Service with the old Corefile (their own
-    lame duck) until then. With ``expect_zone``, also until ``server`` (asked from this
-    host, through kube-proxy) answers clusterset.local."""
+    are gone (they keep answering through the Service with the old Corefile during
+    their own lame duck) and ``server``, asked from this host through kube-proxy,
+    answers the ``probe`` (name, type)."""
     old = {p.name for p in cluster.pods(NS, selector)}
     cluster.kubectl("-n", NS, "rollout", "restart", what)
     cluster.wait_rollout(NS, what)
@@ -215,22 +215,19 @@ def restart_dns(cluster: Cluster, what: str, selector: str, server: str,
     while old & {p.name for p in cluster.pods(NS, selector)}:
         assert time.monotonic() < deadline, f"the old pods of {what} did not go"
         time.sleep(0.5)
-    while expect_zone and not _answers_zone(server):
-        assert time.monotonic() < deadline, f"{server} does not answer clusterset.local"
+    while not _answers(server, *probe):
+        assert time.monotonic() < deadline, f"{server} does not answer {probe}"
         time.sleep(0.5)
 
 
-def _answers_zone(server: str) -> bool:
-    """Does ``server`` (asked from this host, through kube-proxy) answer our zone?"""
+def _answers(server: str, name: str, rdtype: str) -> bool:
+    """Does ``server`` answer ``name`` with records (NOERROR)?"""
     import dns.exception
     import dns.message
     import dns.query
     import dns.rcode
     try:
-        r = dns.query.udp(dns.message.make_query(f"dns-version.{ZONE}.", "TXT"), server,
-                          timeout=2)
+        r = dns.query.udp(dns.message.make_query(name, rdtype), server, timeout=2)
     except (dns.exception.Timeout, OSError):
         return False
     return r.rcode() == dns.rcode.NOERROR and bool(r.answer)
-
-

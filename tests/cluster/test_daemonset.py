@@ -17,6 +17,7 @@ from .clusterlib import (
     EXPECTED,
     NS,
     REPO,
+    ZONE,
     Client,
     Overlay,
     restart_dns,
@@ -56,8 +57,9 @@ class NodeLocal:
 def apply_node_local(cluster: Cluster, extra: str) -> str:
     cluster.kubectl("apply", "-f", "-", input=node_local_manifest(cluster, extra))
     ip = service_ip(cluster, "node-local-dns")
-    restart_dns(cluster, "daemonset/node-local-dns", NODE_LOCAL_SELECTOR, ip,
-                expect_zone=bool(extra))
+    probe = (f"hello.conf.svc.{ZONE}.", "A") if extra else (
+        "kube-dns.kube-system.svc.cluster.local.", "A")
+    restart_dns(cluster, "daemonset/node-local-dns", NODE_LOCAL_SELECTOR, ip, probe)
     wait_pods(cluster, NODE_LOCAL_SELECTOR, 1)
     return ip
 
