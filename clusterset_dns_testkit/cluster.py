@@ -368,16 +368,40 @@ class Cluster:
               "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"])
         fwd.write_text("1\n")
 
+    def _pki(self) -> Path:
+        """A client CA of our own: the node's client certificate (the kubelet is
+        ``system:node:<name>`` in ``system:nodes``, what the Node authorizer and
+        NodeRestriction judge) and the API server's client certificate for the
+        kubelet's API (logs, exec), which the kubelet checks by webhook."""
+        pki = self.dir / "pki"
+        pki.mkdir()
+        _run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+              "-subj", "/CN=clusterset-dns-test-cluster-ca", "-keyout", pki / "ca.key",
+              "-out", pki / "ca.crt"])
+        for name, subject in (("node", f"/O=system:nodes/CN=system:node:{NODE_NAME}"),
+                              ("apiserver-kubelet-client",
+                               "/O=system:masters/CN=kube-apiserver-kubelet-client")):
+            _run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+                  "-keyout", pki / f"{name}.key", "-out", pki / f"{name}.csr"])
+            _run(["openssl", "x509", "-req", "-in", pki / f"{name}.csr", "-CA", pki / "ca.crt",
+                  "-CAkey", pki / "ca.key", "-CAcreateserial", "-days", "2",
+                  "-out", pki / f"{name}.crt"])
+        return pki
+
     def _control_plane(self, timeout: float) -> None:
-        users = [("system:kube-controller-manager", []), ("system:kube-scheduler", []),
-                 (f"system:node:{NODE_NAME}", ["system:nodes"]), ("system:kube-proxy", [])]
+        pki = self.pki = self._pki()
+        users: list[tuple[str, list[str]]] = [
+            ("system:kube-controller-manager", []), ("system:kube-scheduler", []),
+            ("system:kube-proxy", [])]
         self.api = KubeAPI(
             bind_address=NODE_IP, service_cidr=SERVICE_CIDR,
             enable_admission=["NodeRestriction"], authorization_mode="Node,RBAC",
             endpoint_reconciler="lease", users=users, directory=self.dir / "kube",
             watch_cache=True, keep_tmp=False,
-            # reach the kubelet by the node's address: its name is in no DNS here
-            extra_args=["--allow-privileged=true",
+            extra_args=["--allow-privileged=true", f"--client-ca-file={pki / 'ca.crt'}",
+                        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                        # reach the kubelet by the node's address: its name is in no DNS
                         "--kubelet-preferred-address-types=InternalIP"])
         self.api.start(timeout)
         self.procs_api = [p for p in (self.api.etcd, self.api.apiserver) if p is not None]
@@ -388,10 +412,16 @@ class Cluster:
         shutil.copy(self.api.kubeconfig, self.kubeconfig)
         kc = {}
         for user in ("system:kube-controller-manager", "system:kube-scheduler",
-                     f"system:node:{NODE_NAME}", "system:kube-proxy"):
+                     "system:kube-proxy"):
             short = user.split(":")[1]
             kc[short] = write_kubeconfig(self.dir / f"{short}.kubeconfig", self.api.url,
                                          self.api.tokens[user], self.ca_file, short)
+        node_kc = yaml.safe_load(write_kubeconfig(
+            self.dir / "node.kubeconfig", self.api.url, "", self.ca_file, "node").read_text())
+        node_kc["users"][0]["user"] = {"client-certificate": str(pki / "node.crt"),
+                                       "client-key": str(pki / "node.key")}
+        (self.dir / "node.kubeconfig").write_text(yaml.safe_dump(node_kc))
+        kc["node"] = self.dir / "node.kubeconfig"
         self.component_kubeconfigs = kc
         self._proc("kube-controller-manager", [
             bin_path("kube-controller-manager"), f"--kubeconfig={kc['kube-controller-manager']}",
@@ -443,10 +473,11 @@ class Cluster:
         (k / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
         cfg = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            # the apiserver reaches the kubelet (logs, exec) without a client cert; the
-            # kubelet listens on the bridge address only
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
+            # its API (logs, exec) only for client certificates of our CA or tokens the
+            # API server vouches for, and only what the API server authorizes
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(self.pki / "ca.crt")}},
+            "authorization": {"mode": "Webhook"},
             "address": NODE_IP, "readOnlyPort": 0, "healthzBindAddress": "127.0.0.1",
             "cgroupDriver": "cgroupfs", "failSwapOn": False,
             "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
