@@ -179,7 +179,7 @@ def start_ours(api: KubeAPI, args: argparse.Namespace) -> tuple[subprocess.Popen
         [sys.executable, "-m", "clusterset_dns", "serve", "--kubeconfig", str(api.kubeconfig),
          "--listen", f"127.0.0.1:{port}", "--health-listen", "off",
          "--ready-listen", f"127.0.0.1:{ready}", "--metrics-listen", "off",
-         "--startup-timeout", "120", "--log-level", "warning"],
+         "--startup-timeout", "120", "--log-level", "warning", "--lameduck", "0"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = t0 + 180
     while time.monotonic() < deadline:

@@ -2,9 +2,11 @@
 
 Start-up: worker processes (``--workers N``: N - 1 of them beside this one),
 metrics/health endpoints, the source, wait for the first full sync (at most
---startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT, in
-reverse order. This module builds every process's state, the parent's and each
-worker's (:func:`process_state`, :func:`worker_process`).
+--startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT: /ready
+turns 503 at once, DNS keeps answering for --lameduck seconds, then the rest
+stops in reverse order and the process exits 0. This module builds every
+process's state, the parent's and each worker's (:func:`process_state`,
+:func:`worker_process`).
 """
 
 from __future__ import annotations
@@ -136,7 +138,11 @@ async def serve(config: Config) -> int:
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
 
+    stopping = False
+
     def ready() -> tuple[int, str, bytes]:
+        if stopping:
+            return 503, "text/plain", b"shutting down\n"
         if not (cache.zone.synced and dns.bound):
             return 503, "text/plain", b"not synced\n"
         missing = pool.missing()
@@ -173,7 +179,14 @@ async def serve(config: Config) -> int:
         if source.done() and not source.cancelled() and source.exception() is not None:
             log.error("source failed", exc_info=source.exception())
             return 1
-        log.info("shutting down")
+        # Lame duck: /ready fails at once so the pod leaves its Service's endpoints,
+        # while DNS keeps answering the queries still routed here.
+        stopping = True
+        if config.lameduck > 0:
+            log.info("shutting down: /ready is 503, DNS answers for %gs more (--lameduck)",
+                     config.lameduck)
+            await asyncio.sleep(config.lameduck)
+        log.info("shutting down: closing the listeners")
         await dns.stop()
         source.cancel()
         stopper.cancel()

@@ -103,6 +103,9 @@ class Config:
     max_tcp_connections: int = flag(
         0, "concurrent TCP connections per process; more are closed at once (0 = half the "
         "descriptor limit, at most 1024)", parse=int)
+    lameduck: float = flag(
+        5.0, "seconds DNS keeps answering after SIGTERM while /ready says 503 (so the "
+        "Service drops this pod before its listeners close)", parse=float)
     edns_udp_size: int = flag(1232, "largest UDP answer with EDNS (512..4096)", parse=int)
     udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
                        "(recvfrom/sendto), or auto (batched where available)",
@@ -127,6 +130,7 @@ class Config:
             need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
         need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
         need(self.relist_interval >= 0, "relist-interval", "must not be negative (0 = off)")
+        need(self.lameduck >= 0, "lameduck", "must not be negative")
         for api in self.serviceimport_apis:
             group, _, version = api.partition("/")
             need(bool(group and version and "/" not in version), "serviceimport-api",

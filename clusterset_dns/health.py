@@ -48,7 +48,10 @@ class HTTPEndpoints:
                 writer.close()
 
         host, port = where
-        server = await asyncio.start_server(handle, host, port)
+        # asyncio makes a "::" socket IPv6-only, so the kubelet's IPv4 probes would be
+        # refused: "every address" means one socket per family (host None)
+        bind_host = None if host in ("::", "") else host
+        server = await asyncio.start_server(handle, bind_host, port)
         self.servers.append(server)
         log.info("serving %s on %s:%d", ", ".join(routes), host, port)
 

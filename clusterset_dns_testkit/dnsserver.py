@@ -84,7 +84,9 @@ class ServerProcess:
         self.cmd = [sys.executable, "-m", "clusterset_dns", "serve",
                     "--listen", f"{self.host}:{self.port}", "--health-listen", "off",
                     "--ready-listen", f"127.0.0.1:{self.ready_port}",
-                    "--metrics-listen", f"127.0.0.1:{self.metrics_port}", *args]
+                    "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+                    "--lameduck", "0",  # tests stop servers often; a test may pass its own
+                    *args]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> ServerProcess:

@@ -717,11 +717,29 @@ class KubeAPI(ApiClient):
 
     def __init__(self, *, port: int | None = None, watch_cache: bool = False,
                  extra_args: Sequence[str] = (), binaries: Binaries | None = None,
-                 start: bool = False, keep_tmp: bool | None = None) -> None:
+                 start: bool = False, keep_tmp: bool | None = None,
+                 bind_address: str = HOST, service_cidr: str = "10.96.0.0/24",
+                 enable_admission: Sequence[str] | None = None,
+                 authorization_mode: str = "RBAC", endpoint_reconciler: str = "none",
+                 users: Sequence[tuple[str, Sequence[str]]] = (),
+                 directory: Path | None = None) -> None:
+        """Defaults: a bare apiserver on 127.0.0.1 for API tests. For a real cluster
+        (clusterset_dns_testkit/cluster.py): ``bind_address`` a host address pods can reach,
+        ``enable_admission`` keeps every default admission plugin and adds these,
+        ``authorization_mode`` e.g. ``Node,RBAC``, ``endpoint_reconciler`` ``lease``
+        (the ``kubernetes`` Service gets its endpoint), ``users`` extra token users
+        ``(name, groups)`` whose tokens are in :attr:`tokens`."""
         self.bins = binaries or find_binaries()
-        self.dir = Path(tempfile.mkdtemp(prefix="clusterset-dns-kube-"))
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="clusterset-dns-kube-"))
         self.keep_tmp = _keep_tmp() if keep_tmp is None else keep_tmp
-        self.port = port or free_port()
+        self.bind_address = bind_address
+        self.service_cidr = service_cidr
+        self.enable_admission = None if enable_admission is None else list(enable_admission)
+        self.authorization_mode = authorization_mode
+        self.endpoint_reconciler = endpoint_reconciler
+        self.port = port or free_port(bind_address)
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
         self.etcd_url = f"http://{HOST}:{self.etcd_port}"
@@ -731,12 +749,17 @@ class KubeAPI(ApiClient):
         self.cert_dir.mkdir()
         token = base64.b32encode(os.urandom(20)).decode().lower()
         self.reader_token = base64.b32encode(os.urandom(20)).decode().lower()
-        super().__init__(f"https://{HOST}:{self.port}", token, None)
+        super().__init__(f"https://{bind_address}:{self.port}", token, None)
         self.kubeconfig = self.dir / "kubeconfig"
         self.reader_kubeconfig = self.dir / "reader.kubeconfig"
-        (self.dir / "tokens.csv").write_text(
-            f'{token},admin,admin-uid,"system:masters"\n'
-            f"{self.reader_token},reader,reader-uid\n")
+        self.tokens: dict[str, str] = {}
+        lines = [f'{token},admin,admin-uid,"system:masters"',
+                 f"{self.reader_token},reader,reader-uid"]
+        for i, (user, groups) in enumerate(users):
+            self.tokens[user] = base64.b32encode(os.urandom(20)).decode().lower()
+            group_field = f',"{",".join(groups)}"' if groups else ""
+            lines.append(f"{self.tokens[user]},{user},user-{i}{group_field}")
+        (self.dir / "tokens.csv").write_text("\n".join(lines) + "\n")
         self._make_sa_keys()
         self.etcd: Proc | None = None
         self.apiserver: Proc | None = None
@@ -817,20 +840,23 @@ class KubeAPI(ApiClient):
     # -- kube-apiserver --
 
     def _apiserver_argv(self, port: int) -> list[str | os.PathLike[str]]:
-        disable = [p for p in _default_admission_plugins(self.bins.kube_apiserver)
-                   if p != "NamespaceLifecycle"]
+        disable = [] if self.enable_admission is not None else [
+            p for p in _default_admission_plugins(self.bins.kube_apiserver)
+            if p != "NamespaceLifecycle"]
         argv: list[str | os.PathLike[str]] = [
             self.bins.kube_apiserver,
             f"--etcd-servers={self.etcd_url}",
-            f"--bind-address={HOST}", f"--advertise-address={HOST}", f"--secure-port={port}",
+            f"--bind-address={self.bind_address}", f"--advertise-address={self.bind_address}",
+            f"--secure-port={port}",
             f"--cert-dir={self.cert_dir}",
             f"--token-auth-file={self.dir / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
+            f"--authorization-mode={self.authorization_mode}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.dir / 'sa.pub'}",
             f"--service-account-signing-key-file={self.dir / 'sa.key'}",
-            "--service-cluster-ip-range=10.96.0.0/24",
-            "--endpoint-reconciler-type=none",  # no `kubernetes` Endpoints for 127.0.0.1
+            f"--service-cluster-ip-range={self.service_cidr}",
+            # none by default: no `kubernetes` Endpoints for 127.0.0.1
+            f"--endpoint-reconciler-type={self.endpoint_reconciler}",
             "--etcd-compaction-interval=0",     # only compact() compacts
             f"--watch-cache={'true' if self.watch_cache else 'false'}",
             "--enable-priority-and-fairness=false",
@@ -838,12 +864,15 @@ class KubeAPI(ApiClient):
         ]
         if disable:
             argv.append("--disable-admission-plugins=" + ",".join(disable))
+        if self.enable_admission:
+            argv.append("--enable-admission-plugins=" + ",".join(self.enable_admission))
         return argv + self.extra_args
 
     def _start_apiserver(self, name: str, port: int, log: Path, timeout: float) -> Proc:
         proc = Proc(name, self._apiserver_argv(port), log)
-        client = ApiClient(f"https://{HOST}:{port}", self.token, None)  # CA may not exist yet
-        _wait(client.readyz, timeout, f"{name} https://{HOST}:{port}/readyz", proc, 0.2)
+        url = f"https://{self.bind_address}:{port}"
+        client = ApiClient(url, self.token, None)  # CA may not exist yet
+        _wait(client.readyz, timeout, f"{name} {url}/readyz", proc, 0.2)
         self._write_ca()
         return proc
 
@@ -881,10 +910,10 @@ class KubeAPI(ApiClient):
         same tokens and serving certificate; e.g. to change objects while the first is
         stopped. Stop it with ``.stop()`` (``close()`` stops it too)."""
         self._start_etcd(timeout)
-        port = port or free_port()
+        port = port or free_port(self.bind_address)
         proc = self._start_apiserver(f"kube-apiserver:{port}", port,
                                      self.dir / f"kube-apiserver-{port}.log", timeout)
-        url = f"https://{HOST}:{port}"
+        url = f"https://{self.bind_address}:{port}"
         kc = write_kubeconfig(self.dir / f"kubeconfig-{port}", url, self.token, self.ca_file)
         second = SecondAPIServer(url, self.token, self.ca_file, proc, kc)
         self.seconds.append(second)

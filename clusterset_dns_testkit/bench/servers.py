@@ -131,7 +131,8 @@ def start_ours(ctx: Context, workers: int, udp_io: str = "auto") -> Server:
            "--metrics-listen", "off",
            "--workers", str(workers),
            "--udp-io", udp_io,
-           "--ttl", str(ctx.args.ttl)]
+           "--ttl", str(ctx.args.ttl),
+           "--lameduck", "0"]  # no lame-duck wait when a run stops it
     label = f"clusterset-dns, {workers} worker{'s' if workers > 1 else ''}"
     if udp_io != "auto":
         label += f", {udp_io} UDP"

@@ -101,7 +101,7 @@ def test_servfail_and_not_ready_until_first_sync(
 
 def test_deploy_rbac_is_enough_and_errors_are_retried(
         api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
-    """The server runs with only deploy/rbac.yaml's rights: before they are granted it
+    """The server runs with only deploy/base/rbac.yaml's rights: before they are granted it
     retries (never ready, never NXDOMAIN); once granted it syncs by itself."""
     api.apply(service_import("rbac", namespace, ips=["10.72.0.1"]))
     server = server_for("--startup-timeout", "1", kubeconfig=api.reader_kubeconfig).start()
@@ -109,7 +109,8 @@ def test_deploy_rbac_is_enough_and_errors_are_retried(
     time.sleep(0.5)
     assert server.ready_status() == 503
     assert server.answers(fqdn("rbac", namespace), "A") == ("SERVFAIL", set())
-    role = next(d for d in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text())
+    rbac_yaml = (REPO / "deploy" / "base" / "rbac.yaml").read_text()
+    role = next(d for d in yaml.safe_load_all(rbac_yaml)
                 if d["kind"] == "ClusterRole")
     api.apply(role)
     api.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

@@ -1,0 +1,598 @@
+"""A real single-node Kubernetes cluster on this machine, for tests/cluster/.
+
+etcd + kube-apiserver (from :mod:`peers`, with the ServiceAccount and
+NodeRestriction admission plugins and Node,RBAC authorization), kube-controller-manager,
+kube-scheduler, containerd (Debian's package, private root/state/socket), kubelet and
+kube-proxy (iptables mode), all started as processes of the test session.
+
+Network, all inside this machine:
+
+* a bridge ``csdns0`` with ``NODE_IP``/24 = the node's address (the apiserver binds
+  it, the ``kubernetes`` Service points at it); pods get addresses of ``POD_CIDR`` from
+  the CNI ``bridge`` plugin (host-local IPAM, ``isDefaultGateway``, hairpin) plus
+  ``loopback``; Services get ClusterIPs of ``SERVICE_CIDR``; kube-proxy writes the
+  ``KUBE-*`` chains.
+* a FORWARD rule drops anything from the pod range that would leave through another
+  interface than the bridge, so no pod can reach beyond this machine.
+* ``net.ipv4.ip_forward`` is set to 1 while the cluster runs, and restored.
+
+Everything lives under one fixed directory (:data:`STATE_DIR`) so that a later run
+finds what a failed one left: :func:`cleanup` (also run at start) kills the processes
+recorded there, kills the containers of the ``kubepods`` cgroups, unmounts every mount
+below the directory, removes the CNI network namespaces, the bridge and its veths,
+kube-proxy's chains (``kube-proxy --cleanup``) and our FORWARD rule, the kubepods
+cgroups, and restores ip_forward.
+
+By hand (root)::
+
+    python3 -m clusterset_dns_testkit.cluster up    # start, print the kubeconfig path, stay up
+    python3 -m clusterset_dns_testkit.cluster down  # clean up whatever is left
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterset_dns_testkit.peers import (
+    KubeAPI,
+    PeerError,
+    Proc,
+    _wait,
+    cache_dir,
+    write_kubeconfig,
+)
+
+STATE_DIR = Path(os.environ.get("CLUSTERSET_DNS_CLUSTER_DIR", "/var/tmp/clusterset-dns-cluster"))
+NODE_NAME = "csdns-node"
+BRIDGE = "csdns0"
+NODE_IP = "10.244.0.1"
+POD_CIDR = "10.244.0.0/24"
+SERVICE_CIDR = "10.96.0.0/16"
+CLUSTER_DNS_IP = "10.96.0.10"
+FORWARD_COMMENT = "clusterset-dns-test-cluster"
+CNI_BIN = Path("/usr/lib/cni")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+JSONObj = dict[str, Any]
+
+
+class ClusterError(PeerError):
+    """The test cluster could not be started or used."""
+
+
+def _run(argv: Sequence[str | os.PathLike[str]], check: bool = True, timeout: float = 120,
+         input: str | None = None) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                         timeout=timeout, input=input)
+    if check and out.returncode != 0:
+        raise ClusterError(f"{' '.join(map(str, argv))}: exit {out.returncode}: "
+                           f"{out.stderr.strip() or out.stdout.strip()}")
+    return out
+
+
+def bin_path(name: str) -> Path:
+    p = cache_dir() / "bin" / name
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        raise ClusterError(f"{p} missing: run `scripts/build-peers cluster`")
+    return p
+
+
+def image_refs() -> dict[str, JSONObj]:
+    """refs.json written by scripts/build-images: image name -> {ref, archive}."""
+    p = cache_dir() / "images" / "refs.json"
+    if not p.exists():
+        raise ClusterError(f"{p} missing: run `scripts/build-images`")
+    refs: dict[str, JSONObj] = json.loads(p.read_text())
+    return refs
+
+
+# ----------------------------------------------------------------------------
+# clean-up (also of a previous failed run)
+# ----------------------------------------------------------------------------
+
+
+def _pids_file() -> Path:
+    return STATE_DIR / "pids"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22), so a
+    recorded pid is never confused with a later process that reuses it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
+
+
+def _record_pid(name: str, pid: int) -> None:
+    with open(_pids_file(), "a") as f:
+        f.write(f"{pid} {_start_time(pid)} {name}\n")
+
+
+def _kill_pid(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _cgroup_pids() -> list[int]:
+    """Processes of our pods: every pid in a kubepods cgroup (v1 hierarchies)."""
+    pids: set[int] = set()
+    for root in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        for procs in root.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(x) for x in procs.read_text().split())
+    return sorted(pids)
+
+
+def _shim_pids() -> list[int]:
+    """containerd shims started for our containerd (their argv names our socket)."""
+    sock = str(STATE_DIR / "containerd" / "containerd.sock")
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            if cmd and cmd[0].endswith(b"containerd-shim-runc-v2") and sock.encode() in cmd:
+                out.append(int(d.name))
+    return out
+
+
+def _any_shim() -> bool:
+    for d in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if d.name.isdigit() and (d / "comm").read_text().startswith("containerd-shim"):
+                return True
+    return False
+
+
+def _mounts_below(path: Path) -> list[str]:
+    prefix = str(path)
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mnt = line.split()[4].replace("\\040", " ")
+            if mnt == prefix or mnt.startswith(prefix + "/"):
+                found.append(mnt)
+    return found
+
+
+def _rmdir_tree(root: Path) -> None:
+    """rmdir a cgroup directory tree, deepest first (cgroup dirs cannot be rm -r'd)."""
+    if not root.is_dir():
+        return
+    dirs = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+    for d in [*dirs, root]:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def _remove_kube_chains() -> None:
+    """Remove the KUBE-* chains kube-proxy and the kubelet wrote (iptables and ip6tables,
+    every table), and the jumps to them. (``kube-proxy --cleanup`` leaves the kubelet's
+    chains, e.g. KUBE-FIREWALL, and fails on a machine without ipset.)"""
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle", "raw"):
+            out = _run([f"{tool}-save", "-t", table], check=False).stdout
+            chains = re.findall(r"^:(KUBE-[^ ]+) ", out, re.M)
+            if not chains:
+                continue
+            for rule in re.findall(r"^-A ([A-Z]+ .*-j KUBE-.*)$", out, re.M):
+                if rule.split()[0].startswith("KUBE-"):
+                    continue
+                _run([tool, "-t", table, "-D", *shlex.split(rule)], check=False)
+            for chain in chains:
+                _run([tool, "-t", table, "-F", chain], check=False)
+            for chain in chains:
+                _run([tool, "-t", table, "-X", chain], check=False)
+
+
+def cleanup(log: Any = print) -> None:
+    """Undo everything a cluster run (this or an earlier, failed one) left behind."""
+    # 1. processes: the control plane and node daemons we recorded, the pods' processes,
+    #    the shims; kubelet first so that it does not restart containers meanwhile
+    if _pids_file().exists():
+        for line in _pids_file().read_text().splitlines():
+            with contextlib.suppress(ValueError, IndexError):
+                pid, started = int(line.split()[0]), line.split()[1]
+                if _start_time(pid) == started:
+                    _kill_pid(pid)
+    for _ in range(3):
+        pids = _cgroup_pids() + _shim_pids()
+        if not pids:
+            break
+        for pid in pids:
+            _kill_pid(pid)
+        time.sleep(0.5)
+    # 2. mounts under our directory (pod volumes, overlay roots, shm), deepest first
+    for mnt in sorted(_mounts_below(STATE_DIR), key=len, reverse=True):
+        _run(["umount", "-l", mnt], check=False)
+    # 3. network namespaces made by containerd's CNI (/var/run/netns/cni-*)
+    netns = Path("/var/run/netns")
+    if netns.is_dir():
+        for ns in netns.glob("cni-*"):
+            _run(["umount", "-l", str(ns)], check=False)
+            with contextlib.suppress(OSError):
+                ns.unlink()
+    # 4. the bridge (its veths die with the namespaces), NAT/filter chains, our rule
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        _run(["ip", "link", "del", BRIDGE], check=False)
+    _remove_kube_chains()
+    while _run(["iptables", "-D", "FORWARD", "-s", POD_CIDR, "!", "-o", BRIDGE,
+                "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"],
+               check=False).returncode == 0:
+        pass
+    # 5. host-local IPAM state, libcni's result cache of our network and of the pods'
+    #    loopback, shim sockets left by killed shims (no other containerd runs here:
+    #    only when no shim at all is left), our cgroups, the directory itself
+    shutil.rmtree(STATE_DIR / "cni-ipam", ignore_errors=True)
+    results = Path("/var/lib/cni/results")
+    if results.is_dir():
+        for f in [*results.glob("csdns-pods-*"), *results.glob("cni-loopback-*")]:
+            with contextlib.suppress(OSError):
+                f.unlink()
+    shim_sockets = Path("/run/containerd/s")
+    if shim_sockets.is_dir() and not _any_shim():
+        for f in shim_sockets.iterdir():
+            with contextlib.suppress(OSError):
+                if f.is_socket():
+                    f.unlink()
+    for root in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        _rmdir_tree(root)
+    saved = STATE_DIR / "ip_forward.saved"
+    if saved.exists():
+        Path("/proc/sys/net/ipv4/ip_forward").write_text(saved.read_text())
+    if STATE_DIR.exists() and not _mounts_below(STATE_DIR):
+        shutil.rmtree(STATE_DIR, ignore_errors=True)
+    elif STATE_DIR.exists():
+        log(f"cluster: mounts still below {STATE_DIR}: {_mounts_below(STATE_DIR)[:5]}")
+
+
+# ----------------------------------------------------------------------------
+# the cluster
+# ----------------------------------------------------------------------------
+
+
+CONTAINERD_CONFIG = """\
+version = 2
+root = "{root}"
+state = "{state}"
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{sock}.ttrpc"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  # root here lacks CAP_SYS_RESOURCE: no negative oom_score_adj for containers
+  restrict_oom_score_adj = true
+  enable_unprivileged_ports = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "{runc_root}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{cni_bin}"
+    conf_dir = "{cni_conf}"
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    name: str
+    namespace: str
+    ip: str
+    phase: str
+    ready: bool
+    restarts: int
+
+
+class Cluster:
+    """The single-node cluster. ``start()`` brings it up (cleaning leftovers first),
+    ``close()`` tears it all down. :attr:`api` is the :class:`peers.KubeAPI` (admin
+    client); :meth:`kubectl` runs the kubectl built by scripts/build-peers."""
+
+    def __init__(self) -> None:
+        self.dir = STATE_DIR
+        self.procs: list[Proc] = []
+        self.api: KubeAPI | None = None
+        self.kubeconfig = self.dir / "admin.kubeconfig"
+        self.images = image_refs()
+
+    # -- helpers --
+
+    def _proc(self, name: str, argv: Sequence[str | os.PathLike[str]]) -> Proc:
+        p = Proc(name, argv, self.dir / "logs" / f"{name}.log")
+        _record_pid(name, p.pid)
+        self.procs.append(p)
+        return p
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120,
+                input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return _run([bin_path("kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+                    check=check, timeout=timeout, input=input)
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def logs(self) -> list[Path]:
+        return sorted((self.dir / "logs").glob("*.log"))
+
+    # -- start --
+
+    def start(self, timeout: float = 300.0) -> None:
+        t0 = time.monotonic()
+        cleanup()
+        self.dir.mkdir(parents=True)
+        (self.dir / "logs").mkdir()
+        try:
+            self._network()
+            self._control_plane(timeout)
+            self._containerd(timeout)
+            self._node(timeout)
+            self._cluster_dns(timeout)
+        except BaseException:
+            self.close()
+            raise
+        self.start_seconds = time.monotonic() - t0
+
+    def _network(self) -> None:
+        fwd = Path("/proc/sys/net/ipv4/ip_forward")
+        (self.dir / "ip_forward.saved").write_text(fwd.read_text())
+        _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        _run(["ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE])
+        _run(["ip", "link", "set", BRIDGE, "up"])
+        # pods may talk to each other and to this host, never leave it
+        _run(["iptables", "-I", "FORWARD", "1", "-s", POD_CIDR, "!", "-o", BRIDGE,
+              "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"])
+        fwd.write_text("1\n")
+
+    def _pki(self) -> Path:
+        """A client CA of our own: the node's client certificate (the kubelet is
+        ``system:node:<name>`` in ``system:nodes``, what the Node authorizer and
+        NodeRestriction judge) and the API server's client certificate for the
+        kubelet's API (logs, exec), which the kubelet checks by webhook."""
+        pki = self.dir / "pki"
+        pki.mkdir()
+        _run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+              "-subj", "/CN=clusterset-dns-test-cluster-ca", "-keyout", pki / "ca.key",
+              "-out", pki / "ca.crt"])
+        for name, subject in (("node", f"/O=system:nodes/CN=system:node:{NODE_NAME}"),
+                              ("apiserver-kubelet-client",
+                               "/O=system:masters/CN=kube-apiserver-kubelet-client")):
+            _run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+                  "-keyout", pki / f"{name}.key", "-out", pki / f"{name}.csr"])
+            _run(["openssl", "x509", "-req", "-in", pki / f"{name}.csr", "-CA", pki / "ca.crt",
+                  "-CAkey", pki / "ca.key", "-CAcreateserial", "-days", "2",
+                  "-out", pki / f"{name}.crt"])
+        return pki
+
+    def _control_plane(self, timeout: float) -> None:
+        pki = self.pki = self._pki()
+        users: list[tuple[str, list[str]]] = [
+            ("system:kube-controller-manager", []), ("system:kube-scheduler", []),
+            ("system:kube-proxy", [])]
+        self.api = KubeAPI(
+            bind_address=NODE_IP, service_cidr=SERVICE_CIDR,
+            enable_admission=["NodeRestriction"], authorization_mode="Node,RBAC",
+            endpoint_reconciler="lease", users=users, directory=self.dir / "kube",
+            watch_cache=True, keep_tmp=False,
+            extra_args=["--allow-privileged=true", f"--client-ca-file={pki / 'ca.crt'}",
+                        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                        # reach the kubelet by the node's address: its name is in no DNS
+                        "--kubelet-preferred-address-types=InternalIP"])
+        self.api.start(timeout)
+        self.procs_api = [p for p in (self.api.etcd, self.api.apiserver) if p is not None]
+        for p in self.procs_api:
+            _record_pid(p.name, p.pid)
+        assert self.api.ca_file is not None
+        self.ca_file = self.api.ca_file
+        shutil.copy(self.api.kubeconfig, self.kubeconfig)
+        kc = {}
+        for user in ("system:kube-controller-manager", "system:kube-scheduler",
+                     "system:kube-proxy"):
+            short = user.split(":")[1]
+            kc[short] = write_kubeconfig(self.dir / f"{short}.kubeconfig", self.api.url,
+                                         self.api.tokens[user], self.ca_file, short)
+        node_kc = yaml.safe_load(write_kubeconfig(
+            self.dir / "node.kubeconfig", self.api.url, "", self.ca_file, "node").read_text())
+        node_kc["users"][0]["user"] = {"client-certificate": str(pki / "node.crt"),
+                                       "client-key": str(pki / "node.key")}
+        (self.dir / "node.kubeconfig").write_text(yaml.safe_dump(node_kc))
+        kc["node"] = self.dir / "node.kubeconfig"
+        self.component_kubeconfigs = kc
+        self._proc("kube-controller-manager", [
+            bin_path("kube-controller-manager"), f"--kubeconfig={kc['kube-controller-manager']}",
+            "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+            f"--service-account-private-key-file={self.api.dir / 'sa.key'}",
+            f"--root-ca-file={self.ca_file}", "--use-service-account-credentials=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--controllers=*,-nodeipam,-cloud-node-lifecycle"])
+        self._proc("kube-scheduler", [
+            bin_path("kube-scheduler"), f"--kubeconfig={kc['kube-scheduler']}",
+            "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"])
+
+    def _containerd(self, timeout: float) -> None:
+        d = self.dir / "containerd"
+        (d / "cni-conf").mkdir(parents=True)
+        self.containerd_sock = d / "containerd.sock"
+        (d / "config.toml").write_text(CONTAINERD_CONFIG.format(
+            root=d / "root", state=d / "state", sock=self.containerd_sock,
+            pause=self.images["pause"]["ref"], runc_root=d / "runc", cni_bin=CNI_BIN,
+            cni_conf=d / "cni-conf"))
+        # CNI config written elsewhere, then moved in: containerd reads half-written files
+        conf = {
+            "cniVersion": "0.4.0", "name": "csdns-pods",
+            "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True,
+                 "isDefaultGateway": True, "hairpinMode": True, "ipMasq": False,
+                 "ipam": {"type": "host-local", "subnet": POD_CIDR,
+                          "gateway": NODE_IP, "dataDir": str(self.dir / "cni-ipam")}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ]}
+        tmp = d / "10-csdns.conflist.tmp"
+        tmp.write_text(json.dumps(conf, indent=1))
+        tmp.rename(d / "cni-conf" / "10-csdns.conflist")
+        # (containerd's CRI brings every pod's `lo` up itself with CNI's loopback plugin)
+        p = self._proc("containerd", ["containerd", "--config", d / "config.toml"])
+        _wait(lambda: self.containerd_sock.exists() and _run(
+            ["ctr", "--address", self.containerd_sock, "version"], check=False).returncode == 0,
+            timeout, "containerd", p, 0.2)
+        for name in ("pause", "coredns", "clusterset-dns", "client"):
+            _run(["ctr", "--address", self.containerd_sock, "-n", "k8s.io", "images", "import",
+                  "--no-unpack", self.images[name]["archive"]], timeout=300)
+
+    def _node(self, timeout: float) -> None:
+        assert self.api is not None
+        k = self.dir / "kubelet"
+        k.mkdir()
+        # dnsPolicy Default pods get this file: a host address where no DNS server is,
+        # so nothing ever leaves the machine (and CoreDNS's loop check stays quiet)
+        (k / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
+        cfg = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            # its API (logs, exec) only for client certificates of our CA or tokens the
+            # API server vouches for, and only what the API server authorizes
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(self.pki / "ca.crt")}},
+            "authorization": {"mode": "Webhook"},
+            "address": NODE_IP, "readOnlyPort": 0, "healthzBindAddress": "127.0.0.1",
+            "cgroupDriver": "cgroupfs", "failSwapOn": False,
+            "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
+            "clusterDNS": [CLUSTER_DNS_IP], "clusterDomain": "cluster.local",
+            "resolvConf": str(k / "resolv.conf"),
+            "oomScoreAdj": 0,  # no CAP_SYS_RESOURCE: -999 cannot be set
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                             "imagefs.available": "1%"},
+            "serializeImagePulls": False, "registerNode": True,
+            "podPidsLimit": -1, "maxPods": 50,
+            "podLogsDir": str(k / "pod-logs"),  # not /var/log/pods: cleaned with the rest
+        }
+        (k / "config.yaml").write_text(yaml.safe_dump(cfg))
+        kubelet = self._proc("kubelet", [
+            bin_path("kubelet"), f"--config={k / 'config.yaml'}",
+            f"--kubeconfig={self.component_kubeconfigs['node']}",
+            f"--root-dir={k / 'root'}", f"--hostname-override={NODE_NAME}",
+            f"--node-ip={NODE_IP}", f"--cert-dir={k / 'pki'}", "--v=1"])
+
+        def node_ready() -> bool:
+            node = self.api.get("v1", "Node", None, NODE_NAME) if self.api else None
+            conds = {c["type"]: c["status"]
+                     for c in ((node or {}).get("status") or {}).get("conditions") or []}
+            return conds.get("Ready") == "True"
+        _wait(node_ready, timeout, f"node {NODE_NAME} Ready", kubelet, 1.0)
+        self._proc("kube-proxy", [
+            bin_path("kube-proxy"), f"--kubeconfig={self.component_kubeconfigs['kube-proxy']}",
+            f"--hostname-override={NODE_NAME}", "--proxy-mode=iptables",
+            f"--cluster-cidr={POD_CIDR}", "--oom-score-adj=0",
+            "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
+            "--conntrack-tcp-timeout-close-wait=0",
+            "--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
+            f"--nodeport-addresses={NODE_IP}/32"])
+
+    def _cluster_dns(self, timeout: float) -> None:
+        """kube-system/coredns as in a kubeadm cluster: ConfigMap, Deployment (the
+        CoreDNS image), kube-dns Service at CLUSTER_DNS_IP, RBAC."""
+        manifest = (REPO_ROOT / "tests" / "cluster" / "manifests" / "coredns.yaml").read_text()
+        manifest = manifest.replace("COREDNS_IMAGE", self.images["coredns"]["ref"])
+        manifest = manifest.replace("CLUSTER_DNS_IP", CLUSTER_DNS_IP)
+        self.kubectl("apply", "-f", "-", input=manifest)
+        self.wait_rollout("kube-system", "deployment/coredns", timeout)
+
+    # -- queries --
+
+    def wait_rollout(self, namespace: str, what: str, timeout: float = 180) -> None:
+        out = self.kubectl("-n", namespace, "rollout", "status", what, f"--timeout={int(timeout)}s",
+                           check=False, timeout=timeout + 30)
+        if out.returncode != 0:
+            raise ClusterError(f"rollout of {namespace}/{what} not done: {out.stderr.strip()}\n"
+                               + self.describe(namespace))
+
+    def pods(self, namespace: str, selector: str) -> list[Pod]:
+        items = self.kubectl_json("-n", namespace, "get", "pods", "-l", selector)["items"]
+        out = []
+        for it in items:
+            st = it.get("status") or {}
+            cs = st.get("containerStatuses") or []
+            out.append(Pod(
+                it["metadata"]["name"], namespace, st.get("podIP", ""), st.get("phase", ""),
+                bool(cs) and all(c.get("ready") for c in cs),
+                sum(int(c.get("restartCount", 0)) for c in cs)))
+        return out
+
+    def describe(self, namespace: str) -> str:
+        out = self.kubectl("-n", namespace, "get", "pods,events", "-o", "wide", check=False)
+        return out.stdout[-4000:] + out.stderr[-1000:]
+
+    def exec(self, namespace: str, pod: str, *argv: str, timeout: float = 60,
+             check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.kubectl("-n", namespace, "exec", pod, "--", *argv, timeout=timeout,
+                            check=check)
+
+    # -- stop --
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            with contextlib.suppress(Exception):
+                p.stop(graceful=False, timeout=10)
+        if self.api is not None:
+            with contextlib.suppress(Exception):
+                self.api.close()
+        cleanup()
+
+
+def main(argv: Sequence[str]) -> int:
+    cmd = argv[0] if argv else ""
+    if cmd == "down":
+        cleanup()
+        print(f"cluster: cleaned up {STATE_DIR}")
+        return 0
+    if cmd == "up":
+        c = Cluster()
+        c.start()
+        print(f"cluster: up in {c.start_seconds:.0f}s; logs in {STATE_DIR / 'logs'}")
+        print(f"  export KUBECONFIG={c.kubeconfig}")
+        print(f"  kubectl: {bin_path('kubectl')}")
+        print("cluster: Ctrl-C (or SIGTERM) stops and cleans up")
+        stop = False
+
+        def _stop(*_: object) -> None:
+            nonlocal stop
+            stop = True
+        signal.signal(signal.SIGTERM, _stop)
+        try:
+            while not stop:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        c.close()
+        return 0
+    print("usage: python3 -m clusterset_dns_testkit.cluster up|down", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

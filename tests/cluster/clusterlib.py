@@ -1,0 +1,233 @@
+"""Helpers of the cluster tests (the fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster, Pod, bin_path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CONFORMANCE_OBJECTS = REPO / "tests" / "conformance" / "objects"
+CLIENT_TOOL = (HERE / "client_tool.py").read_text()
+NS = "kube-system"
+APP = "app.kubernetes.io/name=clusterset-dns"
+TTL = 5
+
+__all__ = ["APP", "CLUSTER_DNS_IP", "NS", "TTL"]
+
+ZONE = "clusterset.local"
+
+
+def svc(name: str, ns: str = "conf") -> str:
+    return f"{name}.{ns}.svc.{ZONE}."
+
+
+# What the conformance suite expects for these names (tests/conformance, objects/core
+# hello.yaml and db.yaml), as zone-file text; each (name, type) is one query.
+EXPECTED_ZONE = """
+hello.conf.svc.clusterset.local. 5 IN A 10.42.0.10
+hello.conf.svc.clusterset.local. 5 IN AAAA fd00:42::10
+hello.conf.svc.clusterset.local. 5 IN SRV 0 100 42 hello.conf.svc.clusterset.local.
+_tcp._tcp.hello.conf.svc.clusterset.local. 5 IN SRV 0 100 42 hello.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN A 10.1.0.1
+db.conf.svc.clusterset.local. 5 IN A 10.1.0.2
+db.conf.svc.clusterset.local. 5 IN A 10.2.0.1
+db.conf.svc.clusterset.local. 5 IN A 10.2.0.2
+db.conf.svc.clusterset.local. 5 IN A 10.2.0.4
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 db-0.east.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 db-1.east.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 10-2-0-1.west.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 10-2-0-2.west.db.conf.svc.clusterset.local.
+db.conf.svc.clusterset.local. 5 IN SRV 0 20 5432 10-2-0-4.west.db.conf.svc.clusterset.local.
+db-0.east.db.conf.svc.clusterset.local. 5 IN A 10.1.0.1
+10-2-0-4.west.db.conf.svc.clusterset.local. 5 IN A 10.2.0.4
+dns-version.clusterset.local. 28800 IN TXT "1.0.0"
+"""
+
+
+def _queries(zone: str) -> list[tuple[str, str, list[str]]]:
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for line in zone.strip().splitlines():
+        name, _, _, rdtype, _ = line.split(" ", 4)
+        grouped.setdefault((name, rdtype), []).append(line)
+    return [(name, rdtype, lines) for (name, rdtype), lines in grouped.items()]
+
+
+EXPECTED = _queries(EXPECTED_ZONE)
+
+
+def same_records(got: list[str], want: list[str]) -> bool:
+    """Equal as sets of (name, class, type, rdata), with a TTL no larger than wanted:
+    CoreDNS's cache counts TTLs down."""
+    def key(line: str) -> tuple[str, str]:
+        name, _ttl, rest = line.split(" ", 2)
+        return name.lower(), rest
+
+    def ttl(line: str) -> int:
+        return int(line.split(" ", 2)[1])
+
+    wanted = {key(w): ttl(w) for w in want}
+    return sorted(key(g) for g in got) == sorted(wanted) and all(
+        ttl(g) <= wanted[key(g)] for g in got)
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """The client pod; runs dig and tests/cluster/client_tool.py inside it."""
+
+    cluster: Cluster
+    name: str
+    namespace: str = "default"
+
+    def dig(self, server: str, name: str, rdtype: str, tcp: bool = False) -> tuple[str, list[str]]:
+        """(status, answer lines as "name ttl IN TYPE rdata") from `dig @server`."""
+        argv = ["dig", f"@{server}", name, rdtype, "+time=3", "+tries=1", "+noall", "+answer",
+                "+comments"]
+        if tcp:
+            argv.append("+tcp")
+        out = self.cluster.exec(self.namespace, self.name, *argv, check=False).stdout
+        status = "NO ANSWER"
+        lines = []
+        for line in out.splitlines():
+            if "status:" in line:
+                status = line.split("status:")[1].split(",")[0].strip()
+            elif line and not line.startswith(";"):
+                lines.append(" ".join(line.split()))
+        return status, sorted(lines)
+
+    def tool(self, *args: str, timeout: float = 120) -> Any:
+        out = self.cluster.kubectl("-n", self.namespace, "exec", "-i", self.name, "--",
+                                   "python3", "-", *args, input=CLIENT_TOOL, timeout=timeout)
+        return json.loads(out.stdout) if args[0] != "scrape" else out.stdout
+
+    def start_tool(self, *args: str) -> subprocess.Popen[str]:
+        """The tool running in the background; ``finish_tool`` collects its JSON."""
+        proc = subprocess.Popen(self.tool_argv(*args), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None
+        proc.stdin.write(CLIENT_TOOL)
+        proc.stdin.close()
+        proc.stdin = None  # communicate() must not flush it again
+        return proc
+
+    @staticmethod
+    def finish_tool(proc: subprocess.Popen[str], timeout: float) -> Any:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, f"client tool failed: {err[-2000:]}"
+        return json.loads(out)
+
+    def tool_argv(self, *args: str) -> list[str]:
+        """kubectl argv running the tool (for a Popen that runs in the background)."""
+        return [str(bin_path("kubectl")), f"--kubeconfig={self.cluster.kubeconfig}",
+                "-n", self.namespace, "exec", "-i", self.name, "--", "python3", "-", *args]
+
+
+class Overlay:
+    """A kustomization of our own in a temporary directory that takes one of
+    deploy/overlays and sets the image to the one scripts/build-images made (never
+    pulled). ``apply()`` is `kubectl apply -k`, ``delete()`` `kubectl delete -k`."""
+
+    def __init__(self, cluster: Cluster, overlay: str, extra: dict[str, Any] | None = None
+                 ) -> None:
+        self.cluster = cluster
+        self.dir = Path(tempfile.mkdtemp(prefix=f"csdns-overlay-{overlay}-"))
+        name, tag = cluster.images["clusterset-dns"]["ref"].rsplit(":", 1)
+        k: dict[str, Any] = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [os.path.relpath(REPO / "deploy" / "overlays" / overlay, self.dir)],
+            "images": [{"name": "clusterset-dns", "newName": name, "newTag": tag}],
+            "patches": [{"target": {"group": "apps", "kind": "Deployment|DaemonSet"},
+                         "patch": json.dumps([{
+                             "op": "replace",
+                             "path": "/spec/template/spec/containers/0/imagePullPolicy",
+                             "value": "Never"}])}],
+        }
+        for key, value in (extra or {}).items():
+            k[key] = k.get(key, []) + value if isinstance(value, list) else value
+        (self.dir / "kustomization.yaml").write_text(json.dumps(k, indent=1))
+
+    def render(self) -> list[dict[str, Any]]:
+        import yaml
+        out = self.cluster.kubectl("kustomize", str(self.dir)).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    def apply(self) -> None:
+        self.cluster.kubectl("apply", "-k", str(self.dir))
+
+    def delete(self) -> None:
+        self.cluster.kubectl("delete", "-k", str(self.dir), "--wait=true", "--timeout=120s",
+                             check=False, timeout=180)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_pods(cluster: Cluster, selector: str, count: int, timeout: float = 180,
+              namespace: str = NS) -> list[Pod]:
+    """Exactly ``count`` pods, all Running and Ready (terminating ones excluded)."""
+    deadline = time.monotonic() + timeout
+    pods: list[Pod] = []
+    while time.monotonic() < deadline:
+        pods = cluster.pods(namespace, selector)
+        if len(pods) == count and all(p.phase == "Running" and p.ready for p in pods):
+            return pods
+        time.sleep(1)
+    raise AssertionError(f"pods {selector}: wanted {count} Running+Ready, got {pods}\n"
+                         + cluster.describe(namespace))
+
+
+def service_ip(cluster: Cluster, name: str, namespace: str = NS) -> str:
+    ip: str = cluster.kubectl_json("-n", namespace, "get", "service", name)["spec"]["clusterIP"]
+    return ip
+
+
+def patch_coredns(cluster: Cluster, our_ip: str) -> None:
+    """The README's CoreDNS edit: the shipped ConfigMap patch with our Service IP, then
+    a restart of CoreDNS (instead of waiting for `reload`)."""
+    patch = (REPO / "deploy" / "overlays" / "forward-target" / "coredns-configmap-patch.yaml"
+             ).read_text().replace("CLUSTERSET_DNS_SERVICE_IP", our_ip)
+    cluster.kubectl("-n", NS, "patch", "configmap", "coredns", "--type", "merge",
+                    "--patch-file", "/dev/stdin", input=patch)
+    restart_dns(cluster, "deployment/coredns", "k8s-app=kube-dns", CLUSTER_DNS_IP)
+
+
+def restart_dns(cluster: Cluster, what: str, selector: str, server: str,
+                probe: tuple[str, str] = (f"dns-version.{ZONE}.", "TXT")) -> None:
+    """Restart a CoreDNS workload (to load its new Corefile) and wait until its old pods
+    are gone (they keep answering through the Service with the old Corefile during
+    their own lame duck) and ``server``, asked from this host through kube-proxy,
+    answers the ``probe`` (name, type)."""
+    old = {p.name for p in cluster.pods(NS, selector)}
+    cluster.kubectl("-n", NS, "rollout", "restart", what)
+    cluster.wait_rollout(NS, what)
+    deadline = time.monotonic() + 120
+    while old & {p.name for p in cluster.pods(NS, selector)}:
+        assert time.monotonic() < deadline, f"the old pods of {what} did not go"
+        time.sleep(0.5)
+    while not _answers(server, *probe):
+        assert time.monotonic() < deadline, f"{server} does not answer {probe}"
+        time.sleep(0.5)
+
+
+def _answers(server: str, name: str, rdtype: str) -> bool:
+    """Does ``server`` answer ``name`` with records (NOERROR)?"""
+    import dns.exception
+    import dns.message
+    import dns.query
+    import dns.rcode
+    try:
+        r = dns.query.udp(dns.message.make_query(name, rdtype), server, timeout=2)
+    except (dns.exception.Timeout, OSError):
+        return False
+    return r.rcode() == dns.rcode.NOERROR and bool(r.answer)

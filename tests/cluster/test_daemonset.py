@@ -1,0 +1,109 @@
+"""deploy/overlays/daemonset on the real cluster, behind a node-local DNS cache
+configured the way node-local-dns is: the cache breaks clusterset.local until the
+shipped stanza (deploy/overlays/daemonset/node-local-dns-stanza.txt) is added; with it
+a client pod gets the conformance answers through the node-local path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster
+
+from .clusterlib import (
+    APP,
+    EXPECTED,
+    NS,
+    REPO,
+    ZONE,
+    Client,
+    Overlay,
+    restart_dns,
+    same_records,
+    service_ip,
+    svc,
+    wait_pods,
+)
+
+NODE_LOCAL = REPO / "tests" / "cluster" / "manifests" / "node-local-dns.yaml"
+STANZA = REPO / "deploy" / "overlays" / "daemonset" / "node-local-dns-stanza.txt"
+NODE_LOCAL_SELECTOR = "k8s-app=node-local-dns"
+
+
+def node_local_manifest(cluster: Cluster, extra: str) -> str:
+    """The node-local-dns manifest with its placeholders filled in, as the add-on's own
+    install does (`sed` over the __PILLAR__ names); ``extra`` = more Corefile blocks."""
+    text = NODE_LOCAL.read_text()
+    indented = "\n".join("    " + line for line in extra.splitlines())
+    text = text.replace("    NODE_LOCAL_EXTRA", indented)
+    # a pod (no link-local dummy interface on this node): listen on every address
+    text = text.replace("bind __PILLAR__LOCAL__DNS__ __PILLAR__DNS__SERVER__", "bind 0.0.0.0")
+    text = text.replace("health __PILLAR__LOCAL__DNS__:8080", "health :8080")
+    text = text.replace("__PILLAR__CLUSTER__DNS__", CLUSTER_DNS_IP)
+    text = text.replace("__PILLAR__UPSTREAM__SERVERS__", "/etc/resolv.conf")
+    text = text.replace("COREDNS_IMAGE", cluster.images["coredns"]["ref"])
+    assert "__PILLAR__" not in text and "CLUSTERSET_DNS_SERVICE_IP" not in text, text
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLocal:
+    ours_ip: str
+    cache_ip: str
+
+
+def apply_node_local(cluster: Cluster, extra: str) -> str:
+    cluster.kubectl("apply", "-f", "-", input=node_local_manifest(cluster, extra))
+    ip = service_ip(cluster, "node-local-dns")
+    probe = (f"hello.conf.svc.{ZONE}.", "A") if extra else (
+        "kube-dns.kube-system.svc.cluster.local.", "A")
+    restart_dns(cluster, "daemonset/node-local-dns", NODE_LOCAL_SELECTOR, ip, probe)
+    wait_pods(cluster, NODE_LOCAL_SELECTOR, 1)
+    return ip
+
+
+@pytest.fixture(scope="module")
+def daemonset(cluster: Cluster) -> Iterator[Overlay]:
+    overlay = Overlay(cluster, "daemonset")
+    overlay.apply()
+    try:
+        cluster.wait_rollout(NS, "daemonset/clusterset-dns")
+        yield overlay
+    finally:
+        overlay.delete()
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", check=False,
+                        input=node_local_manifest(cluster, ""))
+
+
+def test_apply_k_one_pod_per_node_ready_no_restarts(cluster: Cluster, daemonset: Overlay
+                                                    ) -> None:
+    pods = wait_pods(cluster, APP, 1)  # one node
+    assert pods[0].restarts == 0, pods
+    pod = cluster.kubectl_json("-n", NS, "get", "pod", pods[0].name)
+    assert pod["spec"]["dnsPolicy"] == "Default"
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+    service = cluster.kubectl_json("-n", NS, "get", "service", "clusterset-dns")
+    assert service["spec"]["internalTrafficPolicy"] == "Local"
+
+
+def test_node_local_cache_needs_the_stanza_and_then_answers(
+        cluster: Cluster, client: Client, daemonset: Overlay) -> None:
+    ours = service_ip(cluster, "clusterset-dns")
+    # node-local-dns as shipped upstream: cluster.local works, clusterset.local does not
+    cache = apply_node_local(cluster, "")
+    status, got = client.dig(cache, "kube-dns.kube-system.svc.cluster.local.", "A")
+    assert status == "NOERROR" and got, got
+    status, got = client.dig(cache, svc("hello"), "A")
+    assert status != "NOERROR" or not got, ("clusterset.local answered without the stanza",
+                                            status, got)
+    # with deploy/'s stanza (and our node-local Service's IP), every conformance answer
+    stanza = STANZA.read_text().replace("CLUSTERSET_DNS_SERVICE_IP", ours)
+    cache = apply_node_local(cluster, stanza)
+    for name, rdtype, want in EXPECTED:
+        for tcp in (False, True):
+            status, got = client.dig(cache, name, rdtype, tcp=tcp)
+            assert status == "NOERROR" and same_records(got, want), (name, rdtype, status, got)
+    status, got = client.dig(cache, svc("nope"), "A")
+    assert (status, got) == ("NXDOMAIN", [])
