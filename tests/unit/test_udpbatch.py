@@ -155,6 +155,21 @@ def wrap_send(reader: udpbatch.BatchReader, fake: Callable[[Any, Any, int, int],
     reader.sendmmsg = fake  # type: ignore[assignment]
 
 
+def fail_sends(reader: udpbatch.BatchReader, code: int, calls: list[int]) -> None:
+    """The next ``calls[0]`` sendmmsg calls fail with ``code`` (a kernel condition
+    that loopback cannot produce on demand); later ones go to the kernel."""
+    real = reader.sendmmsg
+
+    def send(fd: Any, vec: Any, vlen: int, flags: int) -> int:
+        if calls[0]:
+            calls[0] -= 1
+            ctypes.set_errno(code)
+            return -1
+        return int(real(fd, vec, vlen, flags))
+
+    wrap_send(reader, send)
+
+
 def test_partial_sendmmsg_sends_the_rest(clients: Callable[[str], socket.socket]) -> None:
     reader, where = serve("127.0.0.1")
     real = reader.sendmmsg
@@ -178,22 +193,14 @@ def test_partial_sendmmsg_sends_the_rest(clients: Callable[[str], socket.socket]
 def test_eagain_on_send_drops_the_batch_and_keeps_serving(
         clients: Callable[[str], socket.socket]) -> None:
     reader, where = serve("127.0.0.1")
-    real = reader.sendmmsg
-    full = [True]
-
-    def buffer_full(fd: Any, vec: Any, vlen: int, flags: int) -> int:
-        if full[0]:
-            ctypes.set_errno(errno.EAGAIN)
-            return -1
-        return int(real(fd, vec, vlen, flags))
-
-    wrap_send(reader, buffer_full)
+    full = [1]  # one call: EAGAIN drops the rest of the batch
+    fail_sends(reader, errno.EAGAIN, full)
     peer = clients("127.0.0.1")
     for i in range(3):
         peer.sendto(b"x%d" % i, where)
     settle(reader, 3)
     assert reader.dropped == 3
-    full[0] = False
+    assert full == [0]
     peer.sendto(b"after", where)
     settle(reader, 1)
     assert replies(peer, 1) == [b"re:after"]  # the dropped three never arrive
@@ -202,17 +209,7 @@ def test_eagain_on_send_drops_the_batch_and_keeps_serving(
 
 def test_one_failing_reply_is_skipped(clients: Callable[[str], socket.socket]) -> None:
     reader, where = serve("127.0.0.1")
-    real = reader.sendmmsg
-    failures = [1]
-
-    def first_fails(fd: Any, vec: Any, vlen: int, flags: int) -> int:
-        if failures[0]:
-            failures[0] -= 1
-            ctypes.set_errno(errno.EPERM)  # e.g. a firewall rule for that one peer
-            return -1
-        return int(real(fd, vec, vlen, flags))
-
-    wrap_send(reader, first_fails)
+    fail_sends(reader, errno.EPERM, [1])  # e.g. a firewall rule for that one peer
     peer = clients("127.0.0.1")
     for i in range(4):
         peer.sendto(b"f%d" % i, where)
