@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import resource
 import socket
 import struct
@@ -29,23 +28,15 @@ import dns.message  # noqa: E402
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for  # noqa: E402
 
 
-def rss_kib(server: ServerProcess) -> int:
-    assert server.proc is not None
-    text = Path(f"/proc/{server.proc.pid}/status").read_text()
-    match = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
-    assert match
-    return int(match.group(1))
-
-
 def idle(count: int) -> None:
     with ServerProcess("--manifests", str(ROOT / "examples"), "--tcp-idle-timeout", "300",
                        "--max-tcp-connections", str(count + 10)) as server:
         server.wait_ready()
-        base = rss_kib(server)
+        base = server.rss_kib()
         clients = [socket.create_connection((server.host, server.port)) for _ in range(count)]
         wait_for(lambda: server.metric("clusterset_dns_tcp_connections") == count, 60,
                  "every connection to be accepted")
-        grown = rss_kib(server) - base
+        grown = server.rss_kib() - base
         print(f"{count} idle connections: RSS +{grown / 1024:.1f} MiB, "
               f"{grown * 1024 / count:,.0f} bytes each")
         for c in clients:
@@ -60,7 +51,7 @@ def non_reading(count: int, seconds: float) -> None:
     with ServerProcess("--manifests", str(core), "--tcp-idle-timeout", "60",
                        "--max-tcp-connections", str(count + 10)) as server:
         server.wait_ready()
-        base = rss_kib(server)
+        base = server.rss_kib()
         clients = [socket.create_connection((server.host, server.port)) for _ in range(count)]
         for c in clients:
             c.setblocking(False)
@@ -70,7 +61,7 @@ def non_reading(count: int, seconds: float) -> None:
                 with contextlib.suppress(BlockingIOError):
                     sent += c.send(chunk)
             time.sleep(0.01)
-        grown = rss_kib(server) - base
+        grown = server.rss_kib() - base
         print(f"{count} clients that never read sent {sent >> 20} MiB of queries in "
               f"{seconds:g} s: RSS +{grown / 1024:.1f} MiB")
         for c in clients:

@@ -130,6 +130,14 @@ class ServerProcess:
                 return False
         wait_for(up, timeout, "the DNS port to answer")
 
+    def rss_kib(self) -> int:
+        """The server process's resident size (VmRSS), in KiB."""
+        assert self.proc is not None
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        assert match, status
+        return int(match.group(1))
+
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of ``name`` whose labels include ``labels`` (0 if none)."""
         status, text = self._get(self.metrics_port, "/metrics")

@@ -341,21 +341,6 @@ def poll(
 # server process
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free for both UDP and TCP on ``host``."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-            t.bind((host, 0))
-            port = int(t.getsockname()[1])
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                    u.bind((host, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
-
-
 def http_status(url: str, timeout: float = 1.0) -> int | None:
     """HTTP status of a GET, or None when nothing answers."""
     try:

@@ -14,7 +14,6 @@ server process, real sockets on loopback, a real descriptor limit (prlimit).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import struct
@@ -82,13 +81,6 @@ def server_fds(server: ServerProcess) -> int:
     assert server.proc is not None
     return len(os.listdir(f"/proc/{server.proc.pid}/fd"))
 
-
-def rss_kib(server: ServerProcess) -> int:
-    assert server.proc is not None
-    status = Path(f"/proc/{server.proc.pid}/status").read_text()
-    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-    assert match, status
-    return int(match.group(1))
 
 
 @pytest.fixture
@@ -193,7 +185,7 @@ def test_non_reading_clients_are_bounded_and_aborted(tmp_path: Path) -> None:
         server.wait_ready()
         big = server.ask("big.bulk.svc.clusterset.local.", "A", tcp=True)
         assert len(big.answer[0]) == 60  # a large answer: the amplification is real
-        base_rss, base_fds = rss_kib(server), server_fds(server)
+        base_rss, base_fds = server.rss_kib(), server_fds(server)
         chunk = b"".join(tcp_query("big.bulk.svc.clusterset.local.", "A", i)
                          for i in range(2000))
         clients = [socket.create_connection((server.host, server.port), timeout=5)
@@ -214,7 +206,7 @@ def test_non_reading_clients_are_bounded_and_aborted(tmp_path: Path) -> None:
                     break
             if not progress:
                 time.sleep(0.05)
-        grown_mib = (rss_kib(server) - base_rss) / 1024
+        grown_mib = (server.rss_kib() - base_rss) / 1024
         try:
             print(f"{sent >> 20} MiB of queries sent; RSS grew {grown_mib:.1f} MiB")
             assert sent > 8 << 20  # enough to ask for hundreds of MiB of answers
