@@ -1,6 +1,6 @@
 """``clusterset-dns dump``: the records the server would serve, as sorted zone-file text.
 
-It decodes the very answers the server sends (with dnslib), so what it prints
+It decodes the very answers the server sends (:mod:`rrs`), so what it prints
 is what clients get, not a second rendering of the objects.
 """
 
@@ -9,27 +9,22 @@ from __future__ import annotations
 import logging
 from typing import TextIO
 
-from dnslib import QTYPE, DNSRecord
-
-from clusterset_dns import names
+from clusterset_dns import names, rrs
 from clusterset_dns.cache import Cache, Op
 from clusterset_dns.config import Config
 from clusterset_dns.manifests import ManifestSource
 
 
 def zone_lines(cache: Cache) -> list[str]:
-    lines: set[str] = set()
-    for key, ans in cache.zone.answers.items():
-        message = b"\x00\x00" + ans.heads[0] + key + ans.body
-        for rr in DNSRecord.parse(message).rr:
-            rdata = rr.rdata.toZone()
-            lines.add(f"{str(rr.rname).lower()} {rr.ttl} IN {QTYPE[rr.rtype]} {rdata}")
-    return sorted(lines, key=_order)
-
-
-def _order(line: str) -> tuple[tuple[str, ...], str]:
-    owner, rest = line.split(" ", 1)
-    return tuple(reversed(owner.rstrip(".").split("."))), rest
+    """Sorted by owner (labels compared from the root down, so a service's names stay
+    together), then by the rest of the line. Owners are worked out once each: most
+    records share theirs with others (SRV sets, glue)."""
+    by_owner: dict[bytes, set[str]] = {}
+    for record in rrs.zone_records(cache.zone.answers):
+        by_owner.setdefault(record.owner, set()).add(rrs.data_text(record))
+    owners = sorted((tuple(reversed(text.rstrip(".").split("."))), text, owner)
+                    for owner in by_owner for text in (rrs.name_text(owner),))
+    return [f"{text} {rest}" for _, text, owner in owners for rest in sorted(by_owner[owner])]
 
 
 def dump(config: Config, out: TextIO) -> int:
