@@ -57,6 +57,7 @@ import ctypes
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -192,23 +193,47 @@ def find_binaries() -> Binaries:
 # ----------------------------------------------------------------------------
 
 _handed_out: set[int] = set()
+_random = random.SystemRandom()  # concurrent test processes must not draw alike
 _ports_lock = threading.Lock()
 
 
+def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral (client) ports begin."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+# Servers under test listen below the ephemeral range. CoreDNS and our server bind
+# with SO_REUSEPORT, and so do dig's client sockets: a client given, by chance, the
+# server's port as its own source port shares it, and being connected it wins the
+# kernel's socket lookup, so dig receives its own query (QR clear, its cookie) as
+# the answer. A listening port outside the range is never a client's source port.
+_LOWEST_PORT = 10000
+
+
 def free_port(host: str = HOST) -> int:
-    """A port free for both TCP and UDP on ``host``, never returned twice by this process."""
+    """A port free for both TCP and UDP on ``host``, below the ephemeral range (see
+    above), never returned twice by this process."""
+    top = _ephemeral_start()
     with _ports_lock:
-        for _ in range(200):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-                t.bind((host, 0))
-                port = int(t.getsockname()[1])
-                if port in _handed_out:
-                    continue
-                try:
-                    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-                        u.bind((host, port))
-                except OSError:
-                    continue
+        for _ in range(500):
+            if top - _LOWEST_PORT > 1000:
+                port = _random.randrange(_LOWEST_PORT, top)
+            else:  # an unusual range: let the kernel pick
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                    probe.bind((host, 0))
+                    port = int(probe.getsockname()[1])
+            if port in _handed_out:
+                continue
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t, \
+                        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                    t.bind((host, port))
+                    u.bind((host, port))
+            except OSError:
+                continue
             _handed_out.add(port)
             return port
     raise PeerError("no free TCP+UDP port found")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +59,33 @@ def test_free_port_and_bind_loopback() -> None:
     assert a != b
     text = peers._bind_loopback("a.test {\n  whoami\n}\nb.test:53 {\n  bind 127.0.0.2\n}\n")
     assert text.count("bind 127.0.0.1") == 1 and "bind 127.0.0.2" in text
+
+
+def test_free_ports_lie_below_the_ephemeral_range() -> None:
+    """Why: see the next test. A listening port there is never a client's source port."""
+    start = peers._ephemeral_start()
+    ports = [peers.free_port() for _ in range(50)]
+    assert all(peers._LOWEST_PORT <= p < start for p in ports), (start, ports)
+
+
+def test_reuseport_client_on_the_server_port_hears_itself() -> None:
+    """The kernel behaviour that made dig, once in a few thousand runs, print its own
+    query as the answer: servers (CoreDNS, ours) and dig's client sockets all set
+    SO_REUSEPORT, so a client may be given the server's port as its source port; being
+    connected, it wins the look-up of its own datagram. If this ever stops holding, the
+    port rule of free_port is no longer needed."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with server, client:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        client.bind(("127.0.0.1", port))
+        client.connect(("127.0.0.1", port))
+        client.settimeout(5)
+        client.send(b"query")
+        assert client.recv(100) == b"query"
 
 
 @pytest.mark.kube
