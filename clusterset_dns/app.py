@@ -25,7 +25,7 @@ from typing import Any
 
 from clusterset_dns import convert, logs, metrics, workers
 from clusterset_dns.cache import Cache, Op, ReplaceImports, ReplaceSlices, SetSynced
-from clusterset_dns.config import Config, HostPort
+from clusterset_dns.config import Config, ConfigError, HostPort
 from clusterset_dns.handler import Handler
 from clusterset_dns.health import HTTPEndpoints, Route
 from clusterset_dns.manifests import ManifestSource
@@ -165,9 +165,16 @@ async def serve(config: Config) -> int:
         for where, table in routes.items():
             await http.serve(where, table)
         source = asyncio.create_task(make_source(config, sink.apply)(), name="source")
-        try:
-            await asyncio.wait_for(sink.synced.wait(), config.startup_timeout)
-        except TimeoutError:
+        synced = asyncio.create_task(sink.synced.wait())
+        # A source that fails at start (an unusable kubeconfig) ends start-up at once.
+        await asyncio.wait({synced, source}, timeout=config.startup_timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        failed = _source_failed(source)
+        if failed is not None:
+            synced.cancel()
+            return failed
+        if not synced.done():
+            synced.cancel()
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
                         config.startup_timeout)
         await dns.start()
@@ -176,9 +183,9 @@ async def serve(config: Config) -> int:
         log.info("ready: %s", cache.counts())
         stopper = asyncio.create_task(state.stop.wait())
         await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)
-        if source.done() and not source.cancelled() and source.exception() is not None:
-            log.error("source failed", exc_info=source.exception())
-            return 1
+        failed = _source_failed(source)
+        if failed is not None:
+            return failed
         # Lame duck: /ready fails at once so the pod leaves its Service's endpoints,
         # while DNS keeps answering the queries still routed here.
         stopping = True
@@ -194,6 +201,19 @@ async def serve(config: Config) -> int:
     finally:
         await http.stop()
         await pool.stop()
+
+
+def _source_failed(source: asyncio.Task[None]) -> int | None:
+    """None while the source runs or when it ended cleanly; else the exit status: 2
+    for a configuration error, reported in one line; 1 for a bug, with its traceback."""
+    if not source.done() or source.cancelled() or source.exception() is None:
+        return None
+    exc = source.exception()
+    if isinstance(exc, ConfigError):
+        log.error("cannot start: %s", exc)
+        return 2
+    log.error("source failed", exc_info=exc)
+    return 1
 
 
 def _process_setup(config: Config) -> None:

@@ -33,6 +33,11 @@ class KubeError(Exception):
     """The API server could not be reached or did not answer in time."""
 
 
+class KubeConfigError(KubeError):
+    """No usable client configuration (kubeconfig or service account): an operator's
+    error, reported in one line, not retried."""
+
+
 class ApiError(KubeError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
@@ -114,14 +119,23 @@ class KubeClient:
         ~/.kube/config."""
         configuration = client.Configuration()
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            try:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except Exception as exc:  # the loader raises whatever it meets: all mean "unusable"
+                raise KubeConfigError(f"in-cluster service account: {exc}") from None
             log.info("using the in-cluster service account")
         else:
             path = kubeconfig or Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
                                       or Path.home() / ".kube" / "config")
-            await config.load_kube_config(config_file=str(path), context=context,
-                                          client_configuration=configuration,
-                                          persist_config=False)
+            if not path.is_file():  # the loader's own message would be about its content
+                raise KubeConfigError(f"kubeconfig {path}: no such file")
+            try:
+                await config.load_kube_config(config_file=str(path), context=context,
+                                              client_configuration=configuration,
+                                              persist_config=False)
+            except Exception as exc:  # YAML errors, missing keys, unreadable files, ...
+                what = " ".join(str(exc).split())  # YAML errors span several lines
+                raise KubeConfigError(f"kubeconfig {path}: {what}") from None
             log.info("using kubeconfig %s%s", path, f" context {context}" if context else "")
         return cls(client.ApiClient(configuration))
 

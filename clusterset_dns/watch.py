@@ -39,12 +39,13 @@ from typing import Any, Protocol
 
 from clusterset_dns import convert, metrics
 from clusterset_dns.cache import Op, PutImport, PutSlice, SetSynced
-from clusterset_dns.config import Config
+from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.kube import (
     ApiError,
     Event,
     Inactive,
     KubeClient,
+    KubeConfigError,
     KubeError,
     MalformedResponse,
     event_of,
@@ -469,7 +470,11 @@ class KubeSource:
     async def run(self) -> None:
         own_client = self.client is None
         if self.client is None:
-            self.client = await KubeClient.connect(self.config.kubeconfig, self.config.context)
+            try:
+                self.client = await KubeClient.connect(self.config.kubeconfig,
+                                                       self.config.context)
+            except KubeConfigError as exc:
+                raise ConfigError(str(exc)) from None
         try:
             slices = [self._reflector(slice_resource(ns)) for ns in self._namespaces()]
             self.reflectors = list(slices)
