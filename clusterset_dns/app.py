@@ -59,12 +59,15 @@ class ProcessState:
     handler: Handler
 
 
-def process_state(config: Config, signals: tuple[int, ...]) -> ProcessState:
+def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
+                  ) -> ProcessState:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
-    cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses)
+    # A worker gets the parent's updates: the parent has logged what they reject.
+    cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses,
+                  log_rejected=not worker)
     return ProcessState(stop, cache, Handler(cache.zone, config.edns_udp_size))
 
 
@@ -247,7 +250,7 @@ def worker_process(fd: int) -> int:
 
 
 async def _worker_serve(config: Config, sock: socket.socket) -> int:
-    state = process_state(config, (signal.SIGTERM,))
+    state = process_state(config, (signal.SIGTERM,), worker=True)
     dns = DNSServer(state.handler.handle, list(config.listen), config.tcp_idle_timeout,
                     reuse_port=True, udp_io=config.udp_io,
                     max_tcp_connections=config.max_tcp_connections, stats=state.handler.stats)

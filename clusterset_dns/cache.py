@@ -140,7 +140,10 @@ class Zone:
 
 
 class Cache:
-    def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = ()) -> None:
+    def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = (),
+                 log_rejected: bool = True) -> None:
+        """``log_rejected=False``: a worker process, whose parent already logged what
+        the same update rejected (the result still reports it)."""
         self.builder = RecordBuilder(zone_names, ttl)
         self.names = zone_names
         self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
@@ -150,6 +153,7 @@ class Cache:
         self._built: dict[ObjectKey, Footprint] = {}
         self._failed: set[ObjectKey] = set()  # services whose last rebuild raised
         self._ns_addresses = list(ns_addresses)
+        self._log_rejected = log_rejected
         self._apex: Footprint | None = None
         self._set_serial(int(time.time()))
 
@@ -231,6 +235,8 @@ class Cache:
     def _reject(self, rejected: list[Rejected], kind: str, key: ObjectKey, reason: str,
                 served: bool) -> None:
         rejected.append(Rejected(kind, key, reason, served))
+        if not self._log_rejected:
+            return
         if served:
             log.warning("%s %s/%s: %s; the rest is served", kind, *key, reason)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import dns.rcode
@@ -437,3 +438,18 @@ def test_bug_in_an_op_still_builds_what_was_stored() -> None:
     with pytest.raises(AttributeError):
         cache.apply([new, "not an op"])  # type: ignore[list-item]
     assert answer(handler, f"new.prod.{Z}", "A") == ok(a(f"new.prod.{Z}", "10.9.2.1"))
+
+
+@pytest.mark.parametrize("log_rejected", [True, False])
+def test_rejections_are_logged_by_the_parent_only(log_rejected: bool,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A worker applies the parent's very updates: it reports what they reject (for its
+    metrics) but does not log it a second time."""
+    bad = endpoint_slice("hl-a", LONG_SVC, namespace=LONG_NS, cluster="c" * 63,
+                         endpoints=[endpoint("10.8.4.2", hostname="h" * 63)])
+    cache = Cache(ZoneNames("clusterset.local"), 5, log_rejected=log_rejected)
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.cache"):
+        applied = cache.apply([slice_op(bad)])
+    assert [(r.key, r.served) for r in applied.rejected] == [((LONG_NS, "hl-a"), False)]
+    logged = [r.getMessage() for r in caplog.records if r.name == "clusterset_dns.cache"]
+    assert len(logged) == (1 if log_rejected else 0), logged
