@@ -129,9 +129,11 @@ def make_source(config: Config,
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
                               frozenset(config.namespaces), invalid, file_error).run
+    from clusterset_dns.locality import Locality
     from clusterset_dns.watch import KubeSource
 
-    return KubeSource(config, apply, invalid).run
+    locality = Locality(config, apply, invalid)
+    return KubeSource(config, apply, invalid, extra=[locality.run]).run
 
 
 WORKER_ENTRY = "clusterset_dns.app:worker_process"
