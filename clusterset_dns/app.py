@@ -128,7 +128,8 @@ def make_source(config: Config,
         extra = (api.split("/")[0] for api in config.serviceimport_apis)
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
-                              frozenset(config.namespaces), invalid, file_error).run
+                              frozenset(config.namespaces), invalid, file_error,
+                              cluster_property=config.cluster_id is None).run
     from clusterset_dns.locality import Locality
     from clusterset_dns.watch import KubeSource
 

@@ -251,6 +251,12 @@ def cluster_id(text: Any) -> str:
         raise InvalidObject(f"cluster id {text!r}: {exc}") from None
 
 
+def is_cluster_property(obj: Mapping[str, Any]) -> bool:
+    api = obj.get("apiVersion")
+    return (kind_of(obj) == "ClusterProperty" and isinstance(api, str)
+            and api.split("/")[0] == ABOUT_GROUP)
+
+
 def cluster_property(obj: Mapping[str, Any], warn: Warn = _ignore) -> str | None:
     """The cluster id a ClusterProperty gives (only ``cluster.clusterset.k8s.io``
     does; None for any other property)."""

@@ -36,7 +36,8 @@ def dump(config: Config, out: TextIO) -> int:
     def apply(ops: list[Op]) -> None:
         cache.apply(ops)  # what it rejects, the cache has logged
 
-    source = ManifestSource(config.manifests, apply, 0)
+    source = ManifestSource(config.manifests, apply, 0,
+                            cluster_property=config.cluster_id is None)
     source.scan()
     if not source.synced:
         return 1

@@ -9,6 +9,7 @@ server.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,10 @@ import pytest
 from clusterset_dns import convert
 from clusterset_dns.app import snapshot
 from clusterset_dns.cache import Cache, PutImport, PutSlice, SetClusterId, SetTopologyZone
+from clusterset_dns.cli import build_parser, to_config
+from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.dump import zone_lines
+from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
 
 from .helpers import ZONE, build_cache, endpoint, endpoint_slice, port, service_import
@@ -198,3 +202,103 @@ def test_node_zone_label() -> None:
     node = {"metadata": {"name": "n1", "labels": {convert.ZONE_LABEL: "zone-a"}}}
     assert convert.node_zone(node) == "zone-a"
     assert convert.node_zone({"metadata": {"name": "n1"}}) is None
+
+
+# -- the file source reads the ClusterProperty ------------------------------------------------
+
+NEAR_FILE = """
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {name: near, namespace: prod}
+spec: {type: Headless, trafficDistribution: PreferClose}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: near-east
+  namespace: prod
+  labels: {multicluster.kubernetes.io/service-name: near,
+           multicluster.kubernetes.io/source-cluster: east}
+addressType: IPv4
+endpoints: [{addresses: ["10.0.1.1"]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: near-west
+  namespace: prod
+  labels: {multicluster.kubernetes.io/service-name: near,
+           multicluster.kubernetes.io/source-cluster: west}
+addressType: IPv4
+endpoints: [{addresses: ["10.0.2.1"]}]
+"""
+
+
+def property_file(value: str) -> str:
+    return ("apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\n"
+            f"metadata: {{name: cluster.clusterset.k8s.io}}\nspec: {{value: {value}}}\n")
+
+
+def addresses(cache: Cache) -> list[str]:
+    return [line.split()[-1] for line in service_lines(cache) if line.startswith(f"{SVC} 5 IN A")]
+
+
+@pytest.mark.parametrize(("use_property", "expected"), [
+    (True, [["10.0.1.1"], ["10.0.2.1"], ["10.0.1.1", "10.0.2.1"]]),
+    # --cluster-id given: the files' property is not read (the flag wins)
+    (False, [["10.0.1.1", "10.0.2.1"]] * 3),
+])
+def test_manifests_cluster_property(tmp_path: Path, use_property: bool,
+                                    expected: list[list[str]]) -> None:
+    (tmp_path / "near.yaml").write_text(NEAR_FILE)
+    prop = tmp_path / "property.yaml"
+    prop.write_text(property_file("East"))
+    cache = Cache(ZoneNames(ZONE), 5)
+    source = ManifestSource(tmp_path, cache.apply, 0, cluster_property=use_property)
+    seen = []
+    source.scan()
+    seen.append(addresses(cache))
+    prop.write_text(property_file("west") + "# changed size\n")
+    source.scan()
+    seen.append(addresses(cache))
+    prop.unlink()
+    source.scan()
+    seen.append(addresses(cache))
+    assert seen == expected
+
+
+def test_manifests_invalid_cluster_property_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "near.yaml").write_text(NEAR_FILE)
+    (tmp_path / "property.yaml").write_text(property_file("'a b'"))
+    invalid: list[str] = []
+    cache = Cache(ZoneNames(ZONE), 5)
+    ManifestSource(tmp_path, cache.apply, 0, invalid=invalid.append).scan()
+    assert invalid == ["ClusterProperty"]
+    assert addresses(cache) == ["10.0.1.1", "10.0.2.1"]
+
+
+# -- flags ------------------------------------------------------------------------------------
+
+
+def config_of(*argv: str, environ: dict[str, str] | None = None) -> Config:
+    parser = build_parser()
+    return to_config(parser.parse_args(["serve", *argv]), environ or {})
+
+
+def test_flags_and_environment() -> None:
+    config = config_of("--cluster-id", "East.EU", "--topology-zone", "zone-a")
+    assert (config.cluster_id, config.topology_zone) == ("east.eu", "zone-a")
+    config = config_of(environ={"CLUSTERSET_DNS_TOPOLOGY_ZONE_FROM_NODE": "node-1"})
+    assert config.topology_zone_from_node == "node-1"
+    assert config_of().cluster_id is None
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--cluster-id", "a b"], "--cluster-id='a b': not a cluster id"),
+    (["--topology-zone", "z", "--topology-zone-from-node", "n"], "--topology-zone-from-node"),
+    (["--topology-zone-from-node", "n", "--manifests", "x"], "needs the Kubernetes source"),
+    (["--topology-zone", ""], "--topology-zone: must not be empty"),
+])
+def test_bad_flags(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_of(*argv)
