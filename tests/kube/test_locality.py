@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
-from clusterset_dns_testkit.dnsserver import ServerProcess, expect
+from clusterset_dns_testkit.dnsserver import REPO, ServerProcess, expect
 from clusterset_dns_testkit.peers import KubeAPI
 
 from .objects import V1BETA1, a, endpoint_slice, fqdn, service_import
@@ -144,3 +145,35 @@ def test_topology_zone_from_the_node_label(
             in server.log_text()
     finally:
         api.delete("v1", "Node", None, node)
+
+
+def test_deploy_rbac_is_enough_for_the_cluster_property(
+        about_api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    """With only deploy/base/rbac.yaml's rights (bound here under other names, removed
+    after), the property is read."""
+    api = about_api
+    role = next(d for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml")
+                                                .read_text()) if d["kind"] == "ClusterRole")
+    role["metadata"]["name"] = "clusterset-dns-locality-test"
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "clusterset-dns-locality-test"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "clusterset-dns-locality-test"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": "reader"}]}
+    api.apply(role)
+    api.apply(binding)
+    try:
+        api.apply(cluster_property("west"))
+        server = server_for(kubeconfig=api.reader_kubeconfig).start()
+        server.wait_ready()
+        name = fqdn("near", namespace)
+        api.apply(near(namespace, prefer_close=True))
+        two_clusters(api, namespace)
+        expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
+        assert "403" not in server.log_text()
+    finally:
+        api.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None,
+                   "clusterset-dns-locality-test")
+        api.delete("rbac.authorization.k8s.io/v1", "ClusterRole", None,
+                   "clusterset-dns-locality-test")
