@@ -227,8 +227,8 @@ class Cache:
             if builder.topology_zone == op.zone:
                 return
             builder.topology_zone = op.zone
-        # Only PreferClose imports depend on where the server runs (ClusterSetIP ones
-        # never filter, but rebuilding them costs nothing wrong).
+        # Only PreferClose imports depend on where the server runs; a ClusterSetIP one
+        # is rebuilt too (its answers come out the same): rarer than worth a check.
         dirty.update(key for key, imp in self.imports.items() if imp.prefer_close)
 
     def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
