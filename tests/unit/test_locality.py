@@ -13,10 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterset_dns import convert
 from clusterset_dns.app import snapshot
-from clusterset_dns.cache import Cache, PutImport, PutSlice, SetClusterId, SetTopologyZone
+from clusterset_dns.cache import (
+    Cache,
+    Op,
+    PutImport,
+    PutSlice,
+    SetClusterId,
+    SetTopologyZone,
+)
 from clusterset_dns.cli import build_parser, to_config
 from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.dump import zone_lines
@@ -302,3 +311,56 @@ def test_flags_and_environment() -> None:
 def test_bad_flags(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config_of(*argv)
+
+
+# -- incremental = from scratch, with the locality changing --------------------------------------
+
+SLICE_STEP = st.builds(
+    lambda service, name, cluster, eps: ("slice", endpoint_slice(
+        f"{service}-{name}", service, cluster=cluster, ports=[HTTP],  # near-east: the table's
+        endpoints=[endpoint(f"10.0.{i}.{n}", ready=ready, zone=zone)
+                   for i, (n, ready, zone) in enumerate(eps)])),
+    st.sampled_from(["near", "plain"]), st.sampled_from(["east", "west", "c"]),
+    st.sampled_from(["east", "west", None]),
+    st.lists(st.tuples(st.integers(1, 3), st.booleans(), st.sampled_from(["z1", "z2", None])),
+             max_size=3))
+STEPS = st.one_of(
+    SLICE_STEP,
+    st.tuples(st.just("cluster"), st.sampled_from(["east", "west", "north", None])),
+    st.tuples(st.just("zone"), st.sampled_from(["z1", "z2", None])),
+    st.tuples(st.just("field"), st.sampled_from(["PreferClose", None])),
+)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.lists(STEPS, min_size=1, max_size=3), min_size=1, max_size=6))
+def test_incremental_locality_equals_a_rebuild_from_scratch(
+        batches: list[list[tuple[str, Any]]]) -> None:
+    plain = service_import("plain", type_="Headless", ports=[HTTP])
+    state: dict[str, Any] = {"cluster": None, "zone": None, "field": "PreferClose"}
+    # Starts from the table's slices (both clusters ready, two zones), so that a batch
+    # changing only the locality changes answers.
+    pieces = {piece["metadata"]["name"]: piece for piece in slices()}
+    cache = build_cache([near(), plain], list(pieces.values()))
+    for batch in batches:
+        ops: list[Op] = []
+        for step, arg in batch:
+            if step == "slice":
+                model = convert.endpoint_slice(arg)
+                assert model is not None
+                pieces[arg["metadata"]["name"]] = arg
+                ops.append(PutSlice(("prod", arg["metadata"]["name"]), model))
+            elif step == "cluster":
+                ops.append(SetClusterId(arg))
+            elif step == "zone":
+                ops.append(SetTopologyZone(arg))
+            else:
+                ops.append(PutImport(("prod", "near"), convert.service_import(near(arg))))
+            state[step if step != "slice" else "_"] = arg
+        cache.apply(ops)
+    # Built in one go, the locality given before any object (no SetClusterId op).
+    expected = Cache(ZoneNames(ZONE), 5, cluster_id=state["cluster"],
+                     topology_zone=state["zone"])
+    expected.apply(snapshot(build_cache([near(state["field"]), plain],
+                                        list(pieces.values())))[2:])
+    assert zone_lines(cache)[2:] == zone_lines(expected)[2:]  # past NS and SOA (serial)
