@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -60,10 +60,28 @@ class Locality:
     async def run(self, client: Client) -> None:
         tasks = []
         if self.config.cluster_id is None:
-            tasks.append(self.cluster_property(client))
-        if self.config.topology_zone_from_node is not None:
-            tasks.append(self.node_zone(client, self.config.topology_zone_from_node))
+            tasks.append(self._guarded("the ClusterProperty", lambda: self.cluster_property(
+                client)))
+        node = self.config.topology_zone_from_node
+        if node is not None:
+            tasks.append(self._guarded(f"Node {node}", lambda: self.node_zone(client, node)))
         await asyncio.gather(*tasks)
+
+    async def _guarded(self, what: str, task: Callable[[], Awaitable[None]]) -> None:
+        """Runs ``task`` again after a bug (an API answer of a shape nobody foresaw):
+        where the server runs is an extra, and must never stop the source."""
+        backoff = Backoff()
+        while True:
+            try:
+                await task()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = backoff.next()
+                log.exception("following %s failed (a bug; please report it); the last "
+                              "known value is kept, starting again in %.1fs", what, delay)
+                await asyncio.sleep(delay)
 
     async def discover(self, client: Client) -> str | None:
         """The preferred served version of about.k8s.io with clusterproperties, or None

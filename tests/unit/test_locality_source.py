@@ -131,3 +131,16 @@ def test_property_resource_puts_the_cluster_id() -> None:
     assert resource.field_selector == "metadata.name=cluster.clusterset.k8s.io"
     assert resource.put(("default", "cluster.clusterset.k8s.io"), "east") == SetClusterId("east")
     assert resource.put(("default", "cluster.clusterset.k8s.io"), None) == SetClusterId(None)
+
+
+def test_a_bug_in_discovery_does_not_stop_the_source(
+        sleeps: list[float], caplog: pytest.LogCaptureFixture) -> None:
+    applied: list[list[Op]] = []
+    # preferredVersion of a shape nobody foresaw: an AttributeError inside discovery
+    client = Script({"/apis/about.k8s.io": [{"versions": [], "preferredVersion": "v1"}]})
+    source = locality.Locality(Config(), applied.append, lambda kind: None)
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.locality"):
+        run_for(source.run(client), sleeps, 2)
+    assert len(sleeps) >= 2 and client.gets.count("/apis/about.k8s.io") >= 2
+    assert "a bug; please report it" in caplog.text
+    assert applied == []
