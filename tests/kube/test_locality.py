@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns_testkit.dnsserver import REPO, ServerProcess, expect
+from clusterset_dns_testkit.dnsserver import REPO, ServerProcess, expect, wait_for
 from clusterset_dns_testkit.peers import KubeAPI
 
 from .objects import V1BETA1, a, endpoint_slice, fqdn, service_import
@@ -80,6 +80,12 @@ def test_cluster_property_created_changed_deleted_at_run_time(
     api.apply(cluster_property("west"))
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
     expect(server, west0, "A", "NOERROR", a(west0, "10.30.1.1"))
+    # Not a cluster id: skipped and counted; the last valid id stays.
+    api.apply(cluster_property("not an id"))
+    wait_for(lambda: "ClusterProperty cluster.clusterset.k8s.io" in server.log_text()
+             and "skipped" in server.log_text(), 10, "the invalid property to be logged")
+    expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
+    assert server.metric("clusterset_dns_invalid_objects_total", kind="ClusterProperty") == 1
     # The local cluster has nothing ready: every cluster's endpoints.
     api.apply(endpoint_slice("near-west", namespace, "near", "west", ["10.30.1.1"],
                              ready=[False]))
