@@ -9,6 +9,7 @@ server.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from clusterset_dns.cache import (
 )
 from clusterset_dns.cli import build_parser, to_config
 from clusterset_dns.config import Config, ConfigError
-from clusterset_dns.dump import zone_lines
+from clusterset_dns.dump import dump, zone_lines
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
 
@@ -364,3 +365,23 @@ def test_incremental_locality_equals_a_rebuild_from_scratch(
     expected.apply(snapshot(build_cache([near(state["field"]), plain],
                                         list(pieces.values())))[2:])
     assert zone_lines(cache)[2:] == zone_lines(expected)[2:]  # past NS and SOA (serial)
+
+
+# -- dump over examples/ ----------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NEAR_DEMO = "near.demo.svc.clusterset.local. 5 IN A"
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    ([], ["10.4.0.1", "10.4.0.2"]),  # examples/cluster-property.yaml: east
+    (["--cluster-id", "West.Example.com"], ["10.4.1.1"]),  # the flag wins
+    (["--topology-zone", "zone-b"], ["10.4.0.2"]),
+])
+def test_dump_of_the_examples(argv: list[str], expected: list[str]) -> None:
+    config = to_config(build_parser().parse_args(["dump", "--manifests", str(EXAMPLES), *argv]),
+                       {})
+    out = io.StringIO()
+    assert dump(config, out) == 0
+    assert [line.split()[-1] for line in out.getvalue().splitlines()
+            if line.startswith(NEAR_DEMO)] == expected
