@@ -18,11 +18,14 @@ One command:
    (apex, dns-version, empty non-terminals, dotted cluster ids, NXDOMAIN, NODATA,
    ANY, class CH, outside the zone, AXFR) and compares rcode + answer set
    (TTLs dropped, SOA serial normalised);
-4. asks a second pair of servers that can never sync (a token without RBAC
+4. asks a second clusterset-dns that knows its cluster (``--cluster-id east``) and the
+   same CoreDNS the local-first cases (``trafficDistribution: PreferClose``: an opt-in
+   deviation, CoreDNS ignores the field);
+5. asks a second pair of servers that can never sync (a token without RBAC
    rights) what they answer before the first sync;
-5. runs the dig-based conformance suite (``--objects api -m "not own_server"``)
+6. runs the dig-based conformance suite (``--objects api -m "not own_server"``)
    against both servers;
-6. writes a Markdown report (``docs/coredns-comparison.md``) and prints it.
+7. writes a Markdown report (``docs/coredns-comparison.md``) and prints it.
 
 The comparison itself is ``clusterset_dns_testkit.compare``; the known differences and
 their one-line reasons are in ``clusterset_dns_testkit/compare/known.py``.

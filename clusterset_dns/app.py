@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterset_dns import convert, logs, metrics, workers
-from clusterset_dns.cache import Cache, Op, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.cache import (
+    Cache,
+    Op,
+    ReplaceImports,
+    ReplaceSlices,
+    SetClusterId,
+    SetSynced,
+    SetTopologyZone,
+)
 from clusterset_dns.config import Config, ConfigError, HostPort
 from clusterset_dns.handler import Handler
 from clusterset_dns.health import HTTPEndpoints, Route
@@ -67,13 +75,16 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
         loop.add_signal_handler(signum, stop.set)
     # A worker gets the parent's updates: the parent has logged what they reject.
     cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses,
-                  log_rejected=not worker)
+                  log_rejected=not worker, cluster_id=config.cluster_id,
+                  topology_zone=config.topology_zone)
     return ProcessState(stop, cache, Handler(cache.zone, config.edns_udp_size))
 
 
 def snapshot(cache: Cache) -> list[Op]:
     """The cache's whole state as ops: what a new (or restarted) worker starts from."""
-    return [ReplaceImports(dict(cache.imports)), ReplaceSlices(dict(cache.slices)),
+    return [SetClusterId(cache.builder.cluster_id),
+            SetTopologyZone(cache.builder.topology_zone),
+            ReplaceImports(dict(cache.imports)), ReplaceSlices(dict(cache.slices)),
             SetSynced(cache.zone.synced)]
 
 
@@ -117,10 +128,13 @@ def make_source(config: Config,
         extra = (api.split("/")[0] for api in config.serviceimport_apis)
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
-                              frozenset(config.namespaces), invalid, file_error).run
+                              frozenset(config.namespaces), invalid, file_error,
+                              cluster_property=config.cluster_id is None).run
+    from clusterset_dns.locality import Locality
     from clusterset_dns.watch import KubeSource
 
-    return KubeSource(config, apply, invalid).run
+    locality = Locality(config, apply, invalid)
+    return KubeSource(config, apply, invalid, extra=[locality.run]).run
 
 
 WORKER_ENTRY = "clusterset_dns.app:worker_process"

@@ -67,7 +67,24 @@ class SetSynced:
     synced: bool
 
 
-Op = PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced
+@dataclass(frozen=True, slots=True)
+class SetClusterId:
+    """The id of the cluster this server runs in (as convert.cluster_id writes it), or
+    None when unknown: PreferClose imports answer with its endpoints first."""
+
+    cluster_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTopologyZone:
+    """The topology zone this server runs in, or None: within the local cluster,
+    PreferClose imports answer with this zone's endpoints first."""
+
+    zone: str | None
+
+
+Op = (PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced | SetClusterId
+      | SetTopologyZone)
 Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
 
 IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
@@ -141,10 +158,14 @@ class Zone:
 
 class Cache:
     def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = (),
-                 log_rejected: bool = True) -> None:
+                 log_rejected: bool = True, cluster_id: str | None = None,
+                 topology_zone: str | None = None) -> None:
         """``log_rejected=False``: a worker process, whose parent already logged what
-        the same update rejected (the result still reports it)."""
+        the same update rejected (the result still reports it). ``cluster_id`` and
+        ``topology_zone``: where the server runs, as configured (changed later by ops)."""
         self.builder = RecordBuilder(zone_names, ttl)
+        self.builder.cluster_id = cluster_id
+        self.builder.topology_zone = topology_zone
         self.names = zone_names
         self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
         self.imports: dict[ObjectKey, ServiceImport] = {}
@@ -191,8 +212,24 @@ class Cache:
                 self._put_slice(old_key, None, dirty, rejected)
             for new_key, piece in op.objects.items():
                 self._put_slice(new_key, piece, dirty, rejected)
+        elif isinstance(op, SetClusterId | SetTopologyZone):
+            self._set_locality(op, dirty)
         else:
             self.zone.synced = op.synced
+
+    def _set_locality(self, op: SetClusterId | SetTopologyZone, dirty: set[ObjectKey]) -> None:
+        builder = self.builder
+        if isinstance(op, SetClusterId):
+            if builder.cluster_id == op.cluster_id:
+                return
+            builder.cluster_id = op.cluster_id
+        else:
+            if builder.topology_zone == op.zone:
+                return
+            builder.topology_zone = op.zone
+        # Only PreferClose imports depend on where the server runs; a ClusterSetIP one
+        # is rebuilt too (its answers come out the same): rarer than worth a check.
+        dirty.update(key for key, imp in self.imports.items() if imp.prefer_close)
 
     def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
                     rejected: list[Rejected]) -> None:

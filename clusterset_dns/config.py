@@ -41,6 +41,14 @@ def parse_listen_or_off(value: str) -> HostPort | None:
     return None if value == "off" else parse_listen(value)
 
 
+def cluster_id_of(value: str) -> str:
+    """A cluster id written as slices' source-cluster labels are read (lower case)."""
+    try:
+        return b".".join(names.subdomain(value.strip())).decode("ascii")
+    except names.NameError_ as exc:
+        raise ValueError(f"not a cluster id: {exc}") from None
+
+
 def flag(default: Any, help: str, *, parse: Callable[[str], Any] = str, repeat: bool = False,
          choices: tuple[str, ...] | None = None, commands: tuple[str, ...] = SERVE,
          name: str | None = None) -> Any:
@@ -62,6 +70,17 @@ class Config:
     ns_addresses: tuple[IP, ...] = flag(
         (), "address of ns.dns.<zone> (A/AAAA), repeatable", parse=ip_address, repeat=True,
         commands=SERVE_AND_DUMP, name="ns-address")
+    # Where this server runs: PreferClose imports answer local-first (see README).
+    cluster_id: str | None = flag(
+        None, "id of the cluster this server runs in (wins over the ClusterProperty "
+        "cluster.clusterset.k8s.io); PreferClose imports answer with its endpoints first",
+        parse=cluster_id_of, commands=SERVE_AND_DUMP)
+    topology_zone: str | None = flag(
+        None, "topology zone this server runs in; PreferClose imports answer with the local "
+        "cluster's endpoints of this zone first", commands=SERVE_AND_DUMP)
+    topology_zone_from_node: str | None = flag(
+        None, "read --topology-zone from this Node's topology.kubernetes.io/zone label "
+        "(Kubernetes source only; e.g. the pod's spec.nodeName)")
     # Listeners.
     listen: tuple[HostPort, ...] = flag(
         (("::", 53),), "DNS address HOST:PORT (UDP and TCP), repeatable; :PORT = every address",
@@ -131,6 +150,11 @@ class Config:
         need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
         need(self.relist_interval >= 0, "relist-interval", "must not be negative (0 = off)")
         need(self.lameduck >= 0, "lameduck", "must not be negative")
+        need(self.topology_zone is None or self.topology_zone_from_node is None,
+             "topology-zone-from-node", "give either it or --topology-zone, not both")
+        need(self.topology_zone != "", "topology-zone", "must not be empty")
+        need(self.topology_zone_from_node is None or self.manifests is None,
+             "topology-zone-from-node", "needs the Kubernetes source (not --manifests)")
         for api in self.serviceimport_apis:
             group, _, version = api.partition("/")
             need(bool(group and version and "/" not in version), "serviceimport-api",

@@ -31,6 +31,10 @@ GROUP = "multicluster.x-k8s.io"
 SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
 SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 SLICE_API_VERSION = "discovery.k8s.io/v1"
+PREFER_CLOSE = "PreferClose"  # ServiceImport trafficDistribution (mcs-api v0.5.0)
+ABOUT_GROUP = "about.k8s.io"
+CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"  # the ClusterProperty naming this cluster
+ZONE_LABEL = "topology.kubernetes.io/zone"  # a Node's zone
 
 Warn = Callable[[str], None]
 
@@ -153,6 +157,7 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
         type=svc_type,
         ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
         ports=_ports(_field(obj, "ports"), "ports", warn),
+        prefer_close=_field(obj, "trafficDistribution") == PREFER_CLOSE,
     )
 
 
@@ -180,7 +185,11 @@ def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
     if hostname is not None:
         # StatefulSet hostnames repeat across services (web-0, web-1, ...): share them.
         hostname = sys.intern(_dns_label(hostname, "hostname"))
-    return Endpoint(addresses=tuple(addresses), hostname=hostname) if addresses else None
+    zone = raw.get("zone")
+    # Zones are compared, never put into names: any non-empty string will do.
+    zone = sys.intern(zone) if isinstance(zone, str) and zone else None
+    return Endpoint(addresses=tuple(addresses), hostname=hostname,
+                    zone=zone) if addresses else None
 
 
 def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlice | None:
@@ -229,3 +238,39 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
         endpoints=tuple(endpoints),
         ports=_ports(obj.get("ports"), "ports", warn),
     )
+
+
+def cluster_id(text: Any) -> str:
+    """A cluster id as slices' source-cluster labels are read (one or more DNS labels,
+    lower-cased), so that the two compare equal; raises InvalidObject."""
+    if not isinstance(text, str):
+        raise InvalidObject(f"cluster id {text!r} is not a string")
+    try:
+        return b".".join(names.subdomain(text.strip())).decode("ascii")
+    except names.NameError_ as exc:
+        raise InvalidObject(f"cluster id {text!r}: {exc}") from None
+
+
+def is_cluster_property(obj: Mapping[str, Any]) -> bool:
+    api = obj.get("apiVersion")
+    return (kind_of(obj) == "ClusterProperty" and isinstance(api, str)
+            and api.split("/")[0] == ABOUT_GROUP)
+
+
+def cluster_property(obj: Mapping[str, Any], warn: Warn = _ignore) -> str | None:
+    """The cluster id a ClusterProperty gives (only ``cluster.clusterset.k8s.io``
+    does; None for any other property)."""
+    _, name = key_of(obj)
+    if name != CLUSTER_ID_PROPERTY:
+        return None
+    spec = obj.get("spec")
+    value = spec.get("value") if isinstance(spec, Mapping) else None
+    return cluster_id(value)
+
+
+def node_zone(obj: Mapping[str, Any]) -> str | None:
+    """A Node's topology zone label, or None."""
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    zone = labels.get(ZONE_LABEL) if isinstance(labels, Mapping) else None
+    return zone if isinstance(zone, str) and zone else None

@@ -30,12 +30,14 @@ def zone_lines(cache: Cache) -> list[str]:
 def dump(config: Config, out: TextIO) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     assert config.manifests is not None
-    cache = Cache(names.ZoneNames(config.zone), config.ttl, config.ns_addresses)
+    cache = Cache(names.ZoneNames(config.zone), config.ttl, config.ns_addresses,
+                  cluster_id=config.cluster_id, topology_zone=config.topology_zone)
 
     def apply(ops: list[Op]) -> None:
         cache.apply(ops)  # what it rejects, the cache has logged
 
-    source = ManifestSource(config.manifests, apply, 0)
+    source = ManifestSource(config.manifests, apply, 0,
+                            cluster_property=config.cluster_id is None)
     source.scan()
     if not source.synced:
         return 1

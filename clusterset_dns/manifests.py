@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Op, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.cache import Op, ReplaceImports, ReplaceSlices, SetClusterId, SetSynced
 from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
 
 log = logging.getLogger(__name__)
@@ -247,6 +247,7 @@ class FileObjects:
     signature: Signature
     imports: dict[ObjectKey, ServiceImport] = field(default_factory=dict)
     slices: dict[ObjectKey, EndpointSlice] = field(default_factory=dict)
+    cluster_id: str | None = None  # from a ClusterProperty cluster.clusterset.k8s.io
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +328,10 @@ def read_file(path: Path, signature: Signature, groups: frozenset[str],
                     piece = convert.endpoint_slice(obj, warn)
                     if piece is not None and (not namespaces or piece.namespace in namespaces):
                         result.slices[(piece.namespace, piece.name)] = piece
+                elif convert.is_cluster_property(obj):
+                    cluster_id = convert.cluster_property(obj, warn)
+                    if cluster_id is not None:
+                        result.cluster_id = cluster_id
             except convert.InvalidObject as exc:
                 log.warning("%s: %s skipped: %s", path, what, exc)
                 invalid(convert.kind_of(obj))
@@ -347,7 +352,9 @@ class ManifestSource:
                  groups: frozenset[str] = frozenset({convert.GROUP}),
                  namespaces: frozenset[str] = frozenset(),
                  invalid: Invalid = lambda kind: None,
-                 error: Error = lambda reason: None) -> None:
+                 error: Error = lambda reason: None, cluster_property: bool = True) -> None:
+        """``cluster_property``: files may name the local cluster with a ClusterProperty
+        ``cluster.clusterset.k8s.io`` (False when --cluster-id, which wins, is given)."""
         self.path = path
         self.apply = apply
         self.poll_interval = poll_interval
@@ -359,6 +366,8 @@ class ManifestSource:
         self.synced = False
         self.missing_reported = False
         self.walk_error: str | None = None  # the failing walk being reported, if any
+        self.cluster_property = cluster_property
+        self.cluster_id: str | None = None  # what the files' ClusterProperty last said
 
     def scan(self) -> bool:
         """Re-reads what changed and applies it; True when anything changed."""
@@ -466,11 +475,22 @@ class ManifestSource:
         if changed or not self.synced:
             ops: list[Op] = [ReplaceImports(self._merge("imports")),
                              ReplaceSlices(self._merge("slices"))]
+            cluster_id = self._cluster_id()
+            if self.cluster_property and cluster_id != self.cluster_id:
+                log.info("cluster id %s (ClusterProperty %s in the manifests)",
+                         cluster_id or "unknown", convert.CLUSTER_ID_PROPERTY)
+                ops.insert(0, SetClusterId(cluster_id))
+                self.cluster_id = cluster_id
             if not self.synced:
                 ops.append(SetSynced(True))
                 self.synced = True
             return ops
         return []
+
+    def _cluster_id(self) -> str | None:
+        """The ClusterProperty's value; in two files, the one that sorts last wins."""
+        found = [self.files[path].cluster_id for path in sorted(self.files)]
+        return next((c for c in reversed(found) if c is not None), None)
 
     def _merge(self, what: str) -> dict[ObjectKey, Any]:
         """Every file's objects; on a duplicate key the file that sorts last wins,

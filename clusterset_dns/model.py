@@ -32,12 +32,16 @@ class ServiceImport:
     type: ServiceType
     ips: tuple[IP, ...]
     ports: tuple[Port, ...]
+    # trafficDistribution is PreferClose: a Headless import answers with the local
+    # cluster's (and zone's) endpoints when it has ready ones (see records.closest).
+    prefer_close: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     addresses: tuple[IP, ...]
     hostname: str | None  # lower-cased; None: derive from the address
+    zone: str | None = None  # the endpoint's topology zone, as the slice gives it
 
 
 @dataclass(frozen=True, slots=True)

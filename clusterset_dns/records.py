@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clusterset_dns import names, wire
 from clusterset_dns.model import IP, EndpointSlice, Port, ServiceImport, ServiceType
@@ -59,6 +59,10 @@ class RecordBuilder:
         enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
         self.any_answer = enc.finish()
         self.cut = 0  # answers built too large for one message, cut to what fits
+        # Where this server runs, for PreferClose imports (None: unknown, no preference).
+        # Set through the cache (SetClusterId, SetTopologyZone), which rebuilds.
+        self.cluster_id: str | None = None
+        self.topology_zone: str | None = None
         self._address_heads = {
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
             6: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
@@ -159,8 +163,27 @@ class RecordBuilder:
         if imp.type is ServiceType.CLUSTER_SET_IP:
             self._cluster_set_ip(out, svc, imp)
         else:
-            self._headless(out, svc, list(slices))
+            self._headless(out, svc, self.closest(imp, list(slices)))
         return out
+
+    def closest(self, imp: ServiceImport, slices: list[EndpointSlice]) -> list[EndpointSlice]:
+        """The slices a Headless import answers with. PreferClose, with a known cluster id
+        and at least one ready endpoint in that cluster: only the local cluster's slices;
+        within them, with a known topology zone that some of those endpoints carry, only
+        those endpoints. Otherwise every slice (what the MCS specification asks).
+        Slices hold ready endpoints only, so "has endpoints" means "has ready ones"."""
+        if not imp.prefer_close or self.cluster_id is None:
+            return slices
+        local = [piece for piece in slices if piece.cluster == self.cluster_id and piece.endpoints]
+        if not local:
+            return slices
+        zone = self.topology_zone
+        if zone is not None:
+            near = [replace(piece, endpoints=kept) for piece in local
+                    for kept in (tuple(e for e in piece.endpoints if e.zone == zone),) if kept]
+            if near:
+                return near
+        return local
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
         ips = _sorted_ips(imp.ips)

@@ -33,7 +33,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -87,6 +87,7 @@ class Resource:
     selector: str | None  # label selector, applied by the API server
     to_model: Callable[[Mapping[str, Any], Callable[[str], None]], Any]
     put: Callable[[ObjectKey, Any], Op]  # the cache op storing (or, None, deleting) one
+    field_selector: str | None = None  # e.g. metadata.name=<one object>
 
 
 def import_resource(group_version: str, namespace: str | None) -> Resource:
@@ -162,7 +163,10 @@ class Reflector:
             return None
 
     def _params(self) -> dict[str, Any]:
-        return {"labelSelector": self.resource.selector} if self.resource.selector else {}
+        params = {"labelSelector": self.resource.selector} if self.resource.selector else {}
+        if self.resource.field_selector:
+            params["fieldSelector"] = self.resource.field_selector
+        return params
 
     async def relist(self, reason: str = "initial", rebuild: bool = False) -> None:
         """A full list; ``rebuild``: re-put every object so that every service this
@@ -426,11 +430,15 @@ class KubeSource:
     """Discovers what to watch, then runs one reflector per resource and namespace."""
 
     def __init__(self, config: Config, apply: Callable[[list[Op]], None],
-                 invalid: Callable[[str], None], client: Client | None = None) -> None:
+                 invalid: Callable[[str], None], client: Client | None = None,
+                 extra: Sequence[Callable[[Client], Awaitable[None]]] = ()) -> None:
+        """``extra``: more tasks run with the same client, as long as the source runs
+        (the server's own locality, :mod:`locality`)."""
         self.config = config
         self.apply = apply
         self.invalid = invalid
         self.client = client
+        self.extra = extra
         self.reflectors: list[Reflector] = []
 
     async def discover(self) -> list[str]:
@@ -478,7 +486,9 @@ class KubeSource:
         try:
             slices = [self._reflector(slice_resource(ns)) for ns in self._namespaces()]
             self.reflectors = list(slices)
-            await asyncio.gather(*(r.run() for r in slices), self._imports())
+            client = self.client
+            await asyncio.gather(*(r.run() for r in slices), self._imports(),
+                                 *(task(client) for task in self.extra))
         finally:
             if own_client and isinstance(self.client, KubeClient):
                 await self.client.close()

@@ -147,3 +147,17 @@ UNSYNCED_CASES = [
 ]
 
 
+
+
+# Local-first answers (opt-in, issue 12): asked of a second clusterset-dns that knows
+# its cluster ("east", --cluster-id) and of the same CoreDNS, which ignores
+# trafficDistribution. Objects: tests/conformance/objects/extended/near.yaml.
+LOCAL_CLUSTER = "east"
+LOCAL_CASES = [
+    Case(fqdn("near", "ext", "svc"), "A", group="local"),
+    Case(fqdn("near", "ext", "svc"), "SRV", group="local"),
+    Case(fqdn("_http", "_tcp", "near", "ext", "svc"), "SRV", group="local"),
+    Case(fqdn("10-47-1-1", "west", "near", "ext", "svc"), "A", group="local"),
+    Case(fqdn("near-down", "ext", "svc"), "A", group="local"),  # nothing ready in east
+    Case(fqdn("hello", "conf", "svc"), "A", group="local"),  # no trafficDistribution
+]

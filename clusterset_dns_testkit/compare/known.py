@@ -72,7 +72,8 @@ KNOWN_DIFFERENCES: list[Known] = [
           tuple(f"{c}.{s}.svc.{Z}. *" for c, s in (
               ("east", "db.conf"), ("west", "db.conf"), ("east", "twohost.conf"),
               ("east", "v6only.conf"), ("east", "nolabel.conf"), ("east", "ignored.conf"),
-              ("east", "big.bulk"), ("east", "dotted.ext"), ("east", "beta-hl.ext"))),
+              ("east", "big.bulk"), ("east", "dotted.ext"), ("east", "beta-hl.ext"),
+              ("east", "near.ext"), ("west", "near.ext"), ("west", "near-down.ext"))),
           "NOERROR", "NXDOMAIN", ours_empty=True),
     Known("deviation: dotted cluster ids (KEP-2149) resolve, and each of their levels is "
           "an empty non-terminal; CoreDNS cannot parse them (NXDOMAIN)",
@@ -86,6 +87,11 @@ KNOWN_DIFFERENCES: list[Known] = [
           "divides 100 by its (address, port) entries before de-duplication (e.g. 25 on "
           "hello's single record)", ("* SRV",), "NOERROR", "NOERROR",
           equal_after=_zero_srv_weight),
+    Known("opt-in deviation (§6): a PreferClose Headless import answers with the local "
+          "cluster's ready endpoints when it has some (other clusters' endpoint names "
+          "follow: NXDOMAIN); CoreDNS ignores trafficDistribution",
+          (f"near.ext.svc.{Z}. *", f"_http._tcp.near.ext.svc.{Z}. SRV",
+           f"10-47-1-1.west.near.ext.svc.{Z}. A")),
     # -- CoreDNS reads fields differently from docs/dns-behaviour.md
     Known("§1.1: an empty port protocol means TCP; CoreDNS finds no `_http._tcp` for a "
           "port without `protocol` (NXDOMAIN)", (f"_http._tcp.named.conf.svc.{Z}. SRV",),

@@ -7,7 +7,12 @@ import time
 from dataclasses import dataclass
 
 from clusterset_dns_testkit.compare.answers import Row, compare_cases
-from clusterset_dns_testkit.compare.cases import UNSYNCED_CASES, all_cases
+from clusterset_dns_testkit.compare.cases import (
+    LOCAL_CASES,
+    LOCAL_CLUSTER,
+    UNSYNCED_CASES,
+    all_cases,
+)
 from clusterset_dns_testkit.compare.common import HOST, log
 from clusterset_dns_testkit.compare.known import (
     KNOWN_SUITE_DIFFERENCES,
@@ -30,10 +35,11 @@ class Comparison:
     suites: dict[str, SuiteRun]
     loaded: Loaded
     seconds: float
+    local_rows: list[Row]  # opt-in local-first answers (ours with --cluster-id)
 
     @property
     def all_rows(self) -> list[Row]:
-        return [*self.rows, *self.unsynced_rows]
+        return [*self.rows, *self.unsynced_rows, *self.local_rows]
 
 
 def run_comparison(api: KubeAPI | None = None, suites: bool = True,
@@ -54,12 +60,14 @@ def run_comparison(api: KubeAPI | None = None, suites: bool = True,
                 unsynced_rows = compare_cases(UNSYNCED_CASES, peers.ours_unsynced.port,
                                               peers.coredns_unsynced.port)
             rows = rows_f.result()
+        local_rows = compare_cases(LOCAL_CASES, peers.ours_local.port, peers.coredns.port)
         log(f"{len(rows) + len(unsynced_rows)} questions asked")
         for label, s in started.items():
             runs[label] = finish_suite(*s)
             log(f"conformance suite against {label}: {runs[label].summary()} "
                 f"in {runs[label].seconds:.0f}s")
-        return Comparison(rows, unsynced_rows, runs, peers.loaded, time.monotonic() - t0)
+        return Comparison(rows, unsynced_rows, runs, peers.loaded, time.monotonic() - t0,
+                          local_rows)
 
 
 def md(text: str) -> str:
@@ -97,7 +105,9 @@ def render(cmp: Comparison) -> str:
                                                     if r.case.group == "objects"]),
             ("Special names", [r for r in cmp.rows if r.case.group == "special"]),
             ("Before the first sync (a token without RBAC rights: neither server can list)",
-             cmp.unsynced_rows)):
+             cmp.unsynced_rows),
+            (f"Opt-in: local-first answers (a second clusterset-dns with `--cluster-id "
+             f"{LOCAL_CLUSTER}`; CoreDNS ignores `trafficDistribution`)", cmp.local_rows)):
         if not group_rows:
             continue
         lines += [f"## {title}", "", "| case | clusterset-dns | CoreDNS | same? |",

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from clusterset_dns_testkit.compare.answers import ask
-from clusterset_dns_testkit.compare.cases import Case, fqdn
+from clusterset_dns_testkit.compare.cases import LOCAL_CLUSTER, Case, fqdn
 from clusterset_dns_testkit.compare.common import MCS_CRDS, JSONObj, log
 from clusterset_dns_testkit.compare.objects import Loaded, apply_objects, load_objects, served
 from clusterset_dns_testkit.dnsserver import ServerProcess
@@ -64,6 +64,7 @@ class Peers(contextlib.ExitStack):
         self.ours: ServerProcess
         self.coredns: CoreDNS
         self.ours_unsynced: ServerProcess | None = None
+        self.ours_local: ServerProcess  # knows its cluster: local-first answers (opt-in)
         self.coredns_unsynced: CoreDNS | None = None
         self.loaded = Loaded()
         self.objects: list[JSONObj] = []
@@ -97,6 +98,10 @@ class Peers(contextlib.ExitStack):
         self.ours = ServerProcess("--kubeconfig", str(self.api.kubeconfig))
         self.callback(self.ours.stop)
         self.ours.start()
+        self.ours_local = ServerProcess("--kubeconfig", str(self.api.kubeconfig),
+                                        "--cluster-id", LOCAL_CLUSTER)
+        self.callback(self.ours_local.stop)
+        self.ours_local.start()
         if self.want_unsynced:
             self.ours_unsynced = ServerProcess(
                 "--kubeconfig", str(self.api.reader_kubeconfig), "--startup-timeout", "1")
@@ -109,6 +114,7 @@ class Peers(contextlib.ExitStack):
             assert self.ours_unsynced is not None
             self.ours_unsynced.wait_listening(30)
         self.ours.wait_ready(30)
+        self.ours_local.wait_ready(30)
         for label, port in (("clusterset-dns", self.ours.port), ("CoreDNS", self.coredns.port)):
             wait_answering(port, 60, f"{label} to answer for every object")
         log(f"both servers answer ({time.monotonic() - t0:.1f}s since start)")

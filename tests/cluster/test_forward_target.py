@@ -143,7 +143,8 @@ def test_service_account_can_only_read_the_two_resources(
     me = _run([bin_path("kubectl"), f"--kubeconfig={kc}", "auth", "whoami", "-o", "json"])
     assert json.loads(me.stdout)["status"]["userInfo"]["username"] == (
         "system:serviceaccount:kube-system:clusterset-dns")
-    for resource in ("serviceimports.multicluster.x-k8s.io", "endpointslices.discovery.k8s.io"):
+    for resource in ("serviceimports.multicluster.x-k8s.io", "endpointslices.discovery.k8s.io",
+                     "clusterproperties.about.k8s.io"):
         for verb in ("get", "list", "watch"):
             assert can(verb, resource, "-A"), (verb, resource)
         for verb in ("create", "update", "patch", "delete", "deletecollection"):
@@ -156,7 +157,7 @@ def test_service_account_can_only_read_the_two_resources(
     resources = {line.split()[0] for line in rules.splitlines()[1:] if line.strip()}
     # besides ours, only what every authenticated user has (self reviews)
     assert resources - {"serviceimports.multicluster.x-k8s.io",
-                        "endpointslices.discovery.k8s.io"} <= {
+                        "endpointslices.discovery.k8s.io", "clusterproperties.about.k8s.io"} <= {
         "selfsubjectreviews.authentication.k8s.io", "selfsubjectaccessreviews.authorization.k8s.io",
         "selfsubjectrulesreviews.authorization.k8s.io", "[/.well-known/openid-configuration/]",
         "[/.well-known/openid-configuration]", "[/api/*]", "[/api]", "[/apis/*]", "[/apis]",

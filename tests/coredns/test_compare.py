@@ -70,7 +70,7 @@ def test_objects_only_our_file_source_reads_are_the_v1alpha2_layouts(comparison:
     skipped = sorted(o for o, _why in comparison.loaded.skipped)
     assert skipped == sorted(
         f"multicluster.x-k8s.io/v1alpha2 ServiceImport ext/{n}"
-        for n in ("root", "status", "root-hl", "status-hl")), skipped
+        for n in ("root", "status", "root-hl", "status-hl", "near-root")), skipped
 
 
 def test_before_the_first_sync_both_answer_servfail_for_service_names(comparison: Any) -> None:
@@ -105,3 +105,22 @@ def test_our_only_conformance_failures_are_objects_the_api_server_cannot_hold(
                   if compare.reason_for(t, compare.KNOWN_SUITE_FAILURES_BOTH) is None]
     assert not unexpected, "\n".join(f"{t}\n{ours.messages.get(t, '')[:2000]}"
                                      for t in unexpected)
+
+
+def test_local_first_answers_are_an_opt_in_deviation(comparison: Any) -> None:
+    """With --cluster-id east, a PreferClose import answers with east's endpoints while
+    CoreDNS (which ignores trafficDistribution) answers with every cluster's; without
+    the field, or with nothing ready in east, both answer alike."""
+    rows = {r.case.id: r for r in comparison.local_rows}
+    name = f"near.ext.svc.{ZONE}."
+    near = rows[f"{name} A"]
+    assert sorted(near.ours.records) == [f"{name} A 10.47.0.{i}" for i in (1, 2)], \
+        row_text(near)
+    assert sorted(near.coredns.records) == [
+        f"{name} A 10.47.0.1", f"{name} A 10.47.0.2", f"{name} A 10.47.1.1"], row_text(near)
+    west = rows[f"10-47-1-1.west.near.ext.svc.{ZONE}. A"]
+    assert (west.ours.rcode, west.coredns.rcode) == ("NXDOMAIN", "NOERROR"), row_text(west)
+    for same in (f"near-down.ext.svc.{ZONE}. A", f"hello.conf.svc.{ZONE}. A"):
+        assert rows[same].same, row_text(rows[same])
+    # In the main table (no cluster id) the PreferClose import answers as CoreDNS does.
+    assert {r.case.id: r for r in comparison.rows}[f"near.ext.svc.{ZONE}. A"].same

@@ -56,9 +56,12 @@ def port(number: Any, protocol: str | None = None, name: str | None = None) -> d
 
 def service_import(name: str, namespace: str | None = "prod", type_: str = "ClusterSetIP",
                    ips: Sequence[Any] | None = None, ports: Sequence[Any] | None = None,
-                   layout: str = "spec", api_version: str = GROUP_VERSION) -> dict[str, Any]:
+                   layout: str = "spec", api_version: str = GROUP_VERSION,
+                   traffic_distribution: str | None = None) -> dict[str, Any]:
     """A raw ServiceImport; ``layout`` is where its fields sit: spec, root or status."""
     fields: dict[str, Any] = {"type": type_}
+    if traffic_distribution is not None:
+        fields["trafficDistribution"] = traffic_distribution
     if ips is not None:
         fields["ips"] = list(ips)
     if ports is not None:
@@ -79,8 +82,10 @@ def service_import(name: str, namespace: str | None = "prod", type_: str = "Clus
 
 
 def endpoint(*addresses: str, hostname: str | None = None,
-             ready: bool | None = None) -> dict[str, Any]:
+             ready: bool | None = None, zone: str | None = None) -> dict[str, Any]:
     raw: dict[str, Any] = {"addresses": list(addresses)}
+    if zone is not None:
+        raw["zone"] = zone
     if hostname is not None:
         raw["hostname"] = hostname
     if ready is not None:

@@ -35,9 +35,10 @@ ALLOWED: dict[str, set[str]] = {
     "dump": {"cache", "config", "manifests", "names", "rrs"},
     "kube": set(),
     "watch": {"cache", "config", "convert", "kube", "metrics", "model"},
+    "locality": {"cache", "config", "convert", "kube", "model", "watch"},
     "workers": {"cache", "config", "handler"},
-    "app": {"cache", "config", "convert", "handler", "health", "logs", "manifests", "metrics",
-            "names", "server", "watch", "workers"},
+    "app": {"cache", "config", "convert", "handler", "health", "locality", "logs", "manifests",
+            "metrics", "names", "server", "watch", "workers"},
     "cli": {"__version__", "app", "config", "dump"},
 }
 

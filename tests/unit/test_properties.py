@@ -8,8 +8,8 @@ thousand items. Two invariants:
 - **isolation**: the zone built from all the objects equals the zone built from
   the valid ones alone: a bad object never changes another object's answers;
 - **incremental = from scratch**: after any sequence of updates (puts, deletes,
-  full lists), the zone equals one built in one go from the objects that are
-  left.
+  full lists, changes of the server's cluster id and zone), the zone equals one
+  built in one go from the objects that are left, at the last cluster id and zone.
 
 "Valid" is decided per object, alone: conversion accepts it and an empty cache
 admits it. Conversion may only raise ``InvalidObject``; anything else fails.
@@ -33,7 +33,9 @@ from clusterset_dns.cache import (
     PutSlice,
     ReplaceImports,
     ReplaceSlices,
+    SetClusterId,
     SetSynced,
+    SetTopologyZone,
 )
 from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
 from clusterset_dns.names import ZoneNames
@@ -90,6 +92,7 @@ def service_imports(draw: st.DrawFn) -> dict[str, Any]:
         "type": draw(maybe(st.sampled_from(["ClusterSetIP", "Headless"]))),
         "ips": draw(maybe(st.lists(maybe(st.one_of(IPV4, IPV6)), max_size=3))),
         "ports": draw(maybe(st.lists(PORTS, max_size=4))),
+        "trafficDistribution": draw(maybe(st.sampled_from(["PreferClose", "Other"]))),
     }
     if draw(st.integers(0, 1000)) % 20 == 13 and isinstance(fields["ports"], list):
         fields["ports"] += _bulk_ports(1000)  # a huge list
@@ -107,7 +110,7 @@ def service_imports(draw: st.DrawFn) -> dict[str, Any]:
 
 ENDPOINTS = st.fixed_dictionaries(
     {"addresses": maybe(st.lists(maybe(st.one_of(IPV4, IPV6)), max_size=2))},
-    optional={"hostname": maybe(HOSTNAMES),
+    optional={"hostname": maybe(HOSTNAMES), "zone": maybe(st.sampled_from(["z1", "z2"])),
               "conditions": maybe(st.fixed_dictionaries({"ready": maybe(st.booleans())}))})
 
 
@@ -164,9 +167,9 @@ def zone_state(cache: Cache) -> tuple[dict[bytes, tuple[tuple[bytes, ...], bytes
     return answers, dict(cache.zone.names)
 
 
-def fresh(imports: dict[ObjectKey, ServiceImport], slices: dict[ObjectKey, EndpointSlice]
-          ) -> Cache:
-    cache = Cache(ZoneNames(ZONE), 5)
+def fresh(imports: dict[ObjectKey, ServiceImport], slices: dict[ObjectKey, EndpointSlice],
+          cluster_id: str | None = None, topology_zone: str | None = None) -> Cache:
+    cache = Cache(ZoneNames(ZONE), 5, cluster_id=cluster_id, topology_zone=topology_zone)
     applied = cache.apply([ReplaceImports(imports), ReplaceSlices(slices), SetSynced(True)])
     assert all(r.served for r in applied.rejected)
     return cache
@@ -198,6 +201,9 @@ def updates(draw: st.DrawFn) -> list[list[tuple[str, Any]]]:
                                                          st.sampled_from(["web", "db", "s1",
                                                                           "s2"])))),
         st.tuples(st.just("list"), st.lists(OBJECTS, max_size=5)),
+        # where the server runs (local-first answers of PreferClose imports)
+        st.tuples(st.just("cluster"), st.sampled_from([None, "east", "west.eu"])),
+        st.tuples(st.just("zone"), st.sampled_from([None, "z1", "z2"])),
     )
     return draw(st.lists(st.lists(steps, min_size=1, max_size=4), min_size=1, max_size=5))
 
@@ -223,10 +229,18 @@ def test_incremental_updates_equal_a_rebuild_from_scratch(
     cache = Cache(ZoneNames(ZONE), 5)
     imports: dict[ObjectKey, Model] = {}
     slices: dict[ObjectKey, Model] = {}
+    cluster_id: str | None = None
+    topology_zone: str | None = None
     for batch in batches:
         ops: list[Op] = []
         for step, arg in batch:
-            if step == "put":
+            if step == "cluster":
+                ops.append(SetClusterId(arg))
+                cluster_id = arg
+            elif step == "zone":
+                ops.append(SetTopologyZone(arg))
+                topology_zone = arg
+            elif step == "put":
                 op = to_op(arg)
                 if op is None:
                     continue
@@ -252,7 +266,8 @@ def test_incremental_updates_equal_a_rebuild_from_scratch(
         cache.apply(ops)
     cache.apply([SetSynced(True)])
     expected = fresh({k: v for k, v in imports.items() if isinstance(v, ServiceImport)},
-                     {k: v for k, v in slices.items() if isinstance(v, EndpointSlice)})
+                     {k: v for k, v in slices.items() if isinstance(v, EndpointSlice)},
+                     cluster_id, topology_zone)
     assert zone_state(cache) == zone_state(expected)
 
 

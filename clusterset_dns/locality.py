@@ -1,0 +1,167 @@
+"""Where the server runs, learnt from the Kubernetes API (Kubernetes source only).
+
+- The cluster id: the about-api ClusterProperty ``cluster.clusterset.k8s.io``
+  (group about.k8s.io, cluster-scoped), watched by a :class:`watch.Reflector`
+  restricted to that one object, so that a change at run time applies. Only
+  when ``--cluster-id`` is not given (the flag wins). When no version of the
+  group serves ``clusterproperties`` (the CRD is not installed), nothing
+  changes: that is said once, and discovery is tried again every
+  :data:`DISCOVER_INTERVAL` seconds, quietly. A deleted property makes the id
+  unknown again (every cluster's endpoints, as without PreferClose).
+- The topology zone, with ``--topology-zone-from-node NODE``: the Node's
+  ``topology.kubernetes.io/zone`` label, read with a GET (RBAC: get nodes)
+  at start and again every :data:`NODE_RECHECK` seconds.
+
+Both reach the cache as ops (SetClusterId, SetTopologyZone), like any other
+update, so worker processes follow. Neither holds readiness back: until they
+are known, PreferClose imports answer with every cluster's endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from clusterset_dns import convert
+from clusterset_dns.cache import Op, SetClusterId, SetTopologyZone
+from clusterset_dns.config import Config
+from clusterset_dns.kube import KubeError
+from clusterset_dns.model import ObjectKey
+from clusterset_dns.watch import Backoff, Client, NotServed, Reflector, Resource
+
+log = logging.getLogger(__name__)
+
+DISCOVER_INTERVAL = 60.0  # seconds between looks for the ClusterProperty CRD while absent
+NODE_RECHECK = 300.0  # seconds between reads of the Node's zone label
+
+
+def property_resource(group_version: str) -> Resource:
+    def put(_: ObjectKey, cluster_id: str | None) -> Op:
+        return SetClusterId(cluster_id)
+
+    def to_model(obj: Mapping[str, Any], warn: Callable[[str], None]) -> str | None:
+        return convert.cluster_property(obj, warn)
+
+    return Resource(f"clusterproperties {group_version}",
+                    f"/apis/{group_version}/clusterproperties", "property", None, to_model,
+                    put, field_selector=f"metadata.name={convert.CLUSTER_ID_PROPERTY}")
+
+
+class Locality:
+    def __init__(self, config: Config, apply: Callable[[list[Op]], None],
+                 invalid: Callable[[str], None]) -> None:
+        self.config = config
+        self.apply = apply
+        self.invalid = invalid
+
+    async def run(self, client: Client) -> None:
+        tasks = []
+        if self.config.cluster_id is None:
+            tasks.append(self._guarded("the ClusterProperty", lambda: self.cluster_property(
+                client)))
+        node = self.config.topology_zone_from_node
+        if node is not None:
+            tasks.append(self._guarded(f"Node {node}", lambda: self.node_zone(client, node)))
+        await asyncio.gather(*tasks)
+
+    async def _guarded(self, what: str, task: Callable[[], Awaitable[None]]) -> None:
+        """Runs ``task`` again after a bug (an API answer of a shape nobody foresaw):
+        where the server runs is an extra, and must never stop the source."""
+        backoff = Backoff()
+        while True:
+            try:
+                await task()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                delay = backoff.next()
+                log.exception("following %s failed (a bug; please report it); the last "
+                              "known value is kept, starting again in %.1fs", what, delay)
+                await asyncio.sleep(delay)
+
+    async def discover(self, client: Client) -> str | None:
+        """The preferred served version of about.k8s.io with clusterproperties, or None
+        when there is none (raises KubeError for any other failure)."""
+        try:
+            group = await client.get(f"/apis/{convert.ABOUT_GROUP}")
+        except KubeError as exc:
+            if getattr(exc, "status", None) == 404:
+                return None
+            raise
+        if not isinstance(group, Mapping):
+            return None
+        versions = [v.get("groupVersion") for v in group.get("versions") or []
+                    if isinstance(v, Mapping)]
+        preferred = (group.get("preferredVersion") or {}).get("groupVersion")
+        if preferred in versions:
+            versions.remove(preferred)
+            versions.insert(0, preferred)
+        for group_version in versions:
+            if not isinstance(group_version, str):
+                continue
+            resources = await client.get(f"/apis/{group_version}")
+            listed = resources.get("resources") if isinstance(resources, Mapping) else None
+            if any(isinstance(r, Mapping) and r.get("name") == "clusterproperties"
+                   for r in listed or []):
+                return group_version
+        return None
+
+    async def cluster_property(self, client: Client) -> None:
+        backoff = Backoff()
+        said_absent = False
+        while True:
+            try:
+                group_version = await self.discover(client)
+            except KubeError as exc:
+                delay = backoff.next()
+                log.warning("discovering %s: %s; retrying in %.1fs", convert.ABOUT_GROUP, exc,
+                            delay)
+                await asyncio.sleep(delay)
+                continue
+            backoff.reset()
+            if group_version is None:
+                if not said_absent:  # an optional CRD: said once, not at every look
+                    log.info("no ClusterProperty API (%s) is served and --cluster-id is not "
+                             "given: the cluster id is unknown, PreferClose imports answer "
+                             "with every cluster's endpoints", convert.ABOUT_GROUP)
+                    said_absent = True
+                await asyncio.sleep(DISCOVER_INTERVAL)
+                continue
+            said_absent = False
+            log.info("watching ClusterProperty %s (%s) for the cluster id",
+                     convert.CLUSTER_ID_PROPERTY, group_version)
+            reflector = Reflector(client, property_resource(group_version), self.apply,
+                                  self.invalid, self.config, lambda: None, discovered=True)
+            try:
+                await reflector.run()
+            except NotServed as exc:
+                # The CRD went away (or changed version): the id is no longer known.
+                log.warning("%s; the cluster id is unknown until it is served again", exc)
+                self.apply([SetClusterId(None)])
+                await asyncio.sleep(backoff.next())
+
+    async def node_zone(self, client: Client, node: str) -> None:
+        backoff = Backoff()
+        known: str | None = None
+        first = True
+        while True:
+            try:
+                obj = await client.get(f"/api/v1/nodes/{quote(node, safe='')}")
+            except KubeError as exc:
+                delay = backoff.next() if first else NODE_RECHECK
+                log.warning("reading Node %s for its zone: %s; retrying in %.1fs%s", node, exc,
+                            delay, "" if first else " (keeping the zone read before)")
+                await asyncio.sleep(delay)
+                continue
+            zone = convert.node_zone(obj) if isinstance(obj, Mapping) else None
+            if first or zone != known:
+                log.info("topology zone %s (label %s of Node %s)", zone or "unknown",
+                         convert.ZONE_LABEL, node)
+                self.apply([SetTopologyZone(zone)])
+                known, first = zone, False
+            backoff.reset()
+            await asyncio.sleep(NODE_RECHECK)
