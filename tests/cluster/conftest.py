@@ -1,5 +1,5 @@
 """The single-node cluster of clusterset_dns_testkit/cluster.py, once per session, with the
-mcs-api v0.5.0 CRDs, the conformance objects `hello` and `db`, and a client pod
+mcs-api v0.5.0 CRDs and the about-api ClusterProperty CRD (what the RBAC grants is then served), the conformance objects `hello` and `db`, and a client pod
 (dig, python3 + dnspython). Every test here is marked ``cluster`` and needs root,
 ``scripts/build-peers`` and ``scripts/build-images``."""
 
@@ -42,7 +42,7 @@ def cluster() -> Iterator[Cluster]:
 
 def _load_objects(c: Cluster) -> list[str]:
     assert c.api is not None
-    c.api.install_crds(["mcs-api-v0.5.0"])
+    c.api.install_crds(["mcs-api-v0.5.0", "about-api"])
     files = [CONFORMANCE_OBJECTS / "00-namespaces.yaml",
              CONFORMANCE_OBJECTS / "core" / "hello.yaml",
              CONFORMANCE_OBJECTS / "core" / "db.yaml"]
