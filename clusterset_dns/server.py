@@ -4,6 +4,7 @@ handler directly and write its bytes back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import resource
@@ -34,6 +35,7 @@ WRITE_CHUNK = 16 << 10
 MAX_TCP_CONNECTIONS = 1024
 FD_LIMIT_IF_UNLIMITED = 1 << 20
 EPHEMERAL_ATTEMPTS = 20
+TRANSFER_SNDBUF = 128 << 10  # a zone transfer's socket send buffer (the kernel doubles it)
 
 
 
@@ -293,6 +295,13 @@ class TCPProtocol(asyncio.BufferedProtocol):
     def _start_transfer(self, coro: Coroutine[Any, Any, None]) -> None:
         assert self.transport is not None and self.loop is not None
         self.transport.pause_reading()  # queries behind it wait in the socket
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            # The kernel would buffer megabytes for a client that does not read (the
+            # send buffer grows on its own); flow control should hold the rest here,
+            # as snapshot records not yet encoded.
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TRANSFER_SNDBUF)
         self.transferring = self.loop.create_task(self._transfer(coro))
 
     async def _transfer(self, coro: Coroutine[Any, Any, None]) -> None:
