@@ -63,8 +63,8 @@ class Notifier:
 
     def message(self, serial: int) -> dns.message.Message:
         message = dns.message.make_query(self.zone, dns.rdatatype.SOA)
+        message.flags = dns.flags.AA  # no RD; the opcode (kept in the flags) after this
         message.set_opcode(dns.opcode.NOTIFY)
-        message.flags = dns.flags.AA
         # RFC 1996 3.7: the new SOA's serial as a hint; the secondary asks for the rest.
         rrset = message.find_rrset(message.answer, self.zone, dns.rdataclass.IN,
                                    dns.rdatatype.SOA, create=True)

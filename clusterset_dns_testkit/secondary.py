@@ -22,9 +22,10 @@ from clusterset_dns_testkit.peers import Proc, _wait, free_port
 
 ZONE = "clusterset.local"
 HOST = "127.0.0.1"
-# "... IXFR, incoming, remote 127.0.0.1@5300, finished, 0.00 seconds, 1 messages, 634 bytes"
-# and "... IXFR, incoming, remote ..., changeset, serial X -> Y"
-IXFR_LINE = re.compile(r"IXFR, incoming, remote [^,]+, .*serial (\d+) -> (\d+)")
+# Knot 3.2 logs an incremental refresh as "IXFR, incoming, remote R, started", "...,
+# finished, ..." then "refresh, remote R, zone updated, ..., serial X -> Y"; an IXFR
+# answered with the whole zone adds "receiving AXFR-style IXFR" in between.
+REFRESH_LINE = re.compile(r"refresh, remote [^,]+, zone updated, .*serial (\d+) -> (\d+)")
 
 
 def serial_at(host: str, port: int, zone: str = ZONE) -> int | None:
@@ -43,13 +44,13 @@ class KnotSecondary:
     ``primary_port``; ``key``: (name, base64 secret) of an HMAC-SHA256 TSIG key."""
 
     def __init__(self, primary_port: int, key: tuple[str, str] | None = None,
-                 tmp: Path | None = None) -> None:
+                 port: int | None = None, tmp: Path | None = None) -> None:
         knotd = shutil.which("knotd")
         if knotd is None:
             raise RuntimeError("knotd not installed (apt-get install -y knot)")
         self.dir = Path(tempfile.mkdtemp(prefix="knot-secondary-", dir=tmp))
         (self.dir / "db").mkdir()
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.log_path = self.dir / "knot.log"
         keys = remote_key = acl_key = ""
         if key is not None:
@@ -93,6 +94,12 @@ zone:
     def serial(self) -> int | None:
         return serial_at(HOST, self.port)
 
+    def answers(self, name: str, rdtype: str) -> set[str]:
+        """The rdata Knot answers for ``name``/``rdtype``, as text."""
+        reply = dns.query.udp(dns.message.make_query(name, rdtype), HOST, port=self.port,
+                              timeout=2)
+        return {rdata.to_text() for rrset in reply.answer for rdata in rrset}
+
     def wait_serial(self, serial: int, timeout: float = 30.0) -> None:
         _wait(lambda: self.serial() == serial, timeout, f"Knot at serial {serial}", self.proc)
 
@@ -101,7 +108,18 @@ zone:
 
     def ixfr_refreshes(self) -> list[tuple[int, int]]:
         """(old, new) serial of every incremental refresh Knot logged."""
-        return [(int(a), int(b)) for a, b in IXFR_LINE.findall(self.log_text())]
+        found: list[tuple[int, int]] = []
+        ixfr = False
+        for line in self.log_text().splitlines():
+            if "IXFR, incoming" in line and line.endswith("started"):
+                ixfr = True
+            elif "AXFR-style IXFR" in line or "AXFR, incoming" in line:
+                ixfr = False
+            elif (match := REFRESH_LINE.search(line)) is not None:
+                if ixfr:
+                    found.append((int(match.group(1)), int(match.group(2))))
+                ixfr = False
+        return found
 
     def stop(self) -> None:
         self.proc.stop()
