@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from ipaddress import ip_address, ip_network
+from pathlib import Path
 
 import dns.message
 import dns.rcode
