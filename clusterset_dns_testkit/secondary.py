@@ -79,11 +79,14 @@ acl:
   - id: notify-from-primary
     address: {HOST}
     action: notify{acl_key}
+  - id: transfer-to-loopback
+    address: {HOST}
+    action: transfer
 zone:
   - domain: {ZONE}
     storage: {self.dir}
     master: primary
-    acl: notify-from-primary
+    acl: [notify-from-primary, transfer-to-loopback]
     zonefile-sync: -1
     zonefile-load: none
     journal-content: changes

@@ -105,3 +105,27 @@ def test_our_only_conformance_failures_are_objects_the_api_server_cannot_hold(
                   if compare.reason_for(t, compare.KNOWN_SUITE_FAILURES_BOTH) is None]
     assert not unexpected, "\n".join(f"{t}\n{ours.messages.get(t, '')[:2000]}"
                                      for t in unexpected)
+
+
+def test_axfr_rows_show_coredns_endpoint_names_without_clusterid(comparison: Any) -> None:
+    """CoreDNS's AXFR of the multicluster zone names headless endpoints
+    ``host.svc.ns.svc.<zone>``, without the ``<clusterid>`` label its own answers
+    (and ours) have: a secondary fed by it would serve other names."""
+    x = comparison.axfr
+    assert x is not None and not x.ours.error and not x.coredns.error, (x.ours.error,
+                                                                       x.coredns.error)
+    missing = x.endpoint_names_without_clusterid()
+    assert missing, "CoreDNS's AXFR now has the <clusterid> label: update the comparison"
+    for short, full in missing:
+        assert short not in {line.split()[0] for line in x.ours.records}
+        assert full not in {line.split()[0] for line in x.coredns.records}
+
+
+def test_our_axfr_holds_every_name_we_answer(comparison: Any) -> None:
+    from clusterset_dns_testkit.compare.axfr import below_svc
+
+    x = comparison.axfr
+    assert x is not None
+    endpoint_owners = {o for o in x.ours.owners("A") | x.ours.owners("AAAA") if below_svc(o) == 4}
+    assert endpoint_owners  # host.<clusterid>.svc.ns: the names our answers use
+    assert not {o for o in x.ours.owners("A") if below_svc(o) == 3}
