@@ -208,3 +208,31 @@ def test_slow_and_many_transfers_do_not_stall_answers(tmp_path: Path) -> None:
         assert len(messages) > 3  # split into several 64 KiB messages
         assert all(len(m.to_wire()) <= 65535 for m in messages)
         srv.check_alive()
+
+
+def test_every_worker_process_has_the_same_serial_and_journal(tmp_path: Path) -> None:
+    """With --workers, TCP connections land on any process (SO_REUSEPORT): each must
+    answer the parent's serial and the same IXFR difference."""
+    manifests = tmp_path / "objects"
+    manifests.mkdir()
+    path = manifests / "web.yaml"
+    write_atomically(path, headless("ns1", "web", "east", ["10.9.0.1"]))
+    with ServerProcess("--manifests", str(manifests), "--allow-transfer", "127.0.0.1/32",
+                       "--poll-interval", "0.1", "--workers", "3") as srv:
+        srv.wait_ready(60)
+        first = serial_at(srv.host, srv.port)
+        assert first is not None
+        write_atomically(path, headless("ns1", "web", "east", ["10.9.0.2"]))
+        second = wait_for(lambda: (s := serial_at(srv.host, srv.port)) != first and s,
+                          10, "a new serial")
+        # Every process has applied it once 30 answers in a row agree.
+        wait_for(lambda: all(serial_at(srv.host, srv.port) == second for _ in range(30)), 10,
+                 "every worker at the new serial")
+        for _ in range(24):  # new connections: spread over the processes by the kernel
+            lines = answer_lines(ixfr(srv.host, srv.port, first))
+            serials = [int(line.split()[6]) for line in lines if line.split()[3] == "SOA"]
+            assert serials == [second, first, second, second]
+        # Workers report their counters to the parent now and then: wait for the sum.
+        wait_for(lambda: srv.metric("clusterset_dns_transfers_total", type="ixfr",
+                                    result="incremental") == 24, 15,
+                 "every process's transfers in the parent's metrics")
