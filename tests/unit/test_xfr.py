@@ -191,3 +191,36 @@ def test_key_file_forms(tmp_path: Path) -> None:
         xfr.load_key(bad)
     with pytest.raises(xfr.ConfigError, match="transfer-tsig-key"):
         xfr.load_key(base / "missing")
+
+
+class ChangesMidway(Collect):
+    """A client during whose transfer the zone changes (after the first message)."""
+
+    def __init__(self, cache: Cache) -> None:
+        super().__init__()
+        self.cache = cache
+
+    async def send(self, message: bytes) -> None:
+        if not self.messages:
+            self.cache.apply(headless("s0", ["10.99.0.1"]))  # s0's 500 names go
+        await super().send(message)
+
+
+def test_a_change_during_a_transfer_never_mixes_into_it() -> None:
+    cache, journal = journaled()
+    for i in range(8):
+        cache.apply(headless(f"s{i}", [f"10.{i}.{j // 250}.{j % 250 + 1}" for j in range(500)]))
+    before = {" ".join(rrs.record_text(r).split()) for r in rrs.zone_records(cache.zone.answers)}
+    transfers = xfr.Transfers(cache.zone, journal, (ip_network("127.0.0.0/8"),), None,
+                              xfr.Counts({}))
+    out = ChangesMidway(cache)
+    coro = transfers.start(dns.message.make_query("clusterset.local", "AXFR").to_wire(),
+                           "127.0.0.1", out)
+    assert coro is not None
+    asyncio.run(coro)
+    got = lines([dns.message.from_wire(m, xfr=True) for m in out.messages])
+    assert len(out.messages) > 2
+    assert {" ".join(line.split()) for line in got} == before
+    assert not any("10.99.0.1" in line for line in got)
+    after = {" ".join(rrs.record_text(r).split()) for r in rrs.zone_records(cache.zone.answers)}
+    assert after != before  # the change did happen meanwhile
