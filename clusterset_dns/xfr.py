@@ -243,7 +243,9 @@ class Transfers:
                 dns.tsig.BadTime) as exc:
             self.counts.add(kind, "notauth")
             log.info("%s from %s rejected: TSIG: %s", kind.upper(), peer, exc)
-            await sender.send(_error(message, dns.rcode.NOTAUTH))
+            error = _TSIG_ERRORS.get(type(exc))
+            await sender.send(_error(message, dns.rcode.NOTAUTH,
+                                     _tsig_error(message, error) if error else b""))
             return
         except dns.exception.DNSException:
             self.counts.add(kind, "formerr")
@@ -356,11 +358,36 @@ def _client_serial(query: dns.message.Message) -> int | None:
     return None
 
 
-def _error(message: bytes, rcode: int) -> bytes:
-    """A response without records: the query's header bits, its question, ``rcode``."""
+# RFC 8945 5.2: the TSIG error a bad request gets, in an unsigned TSIG record (BADTIME
+# wants a signed answer: it gets a plain NOTAUTH instead).
+_TSIG_ERRORS: dict[type[Exception], int] = {dns.tsig.BadSignature: 16,
+                                            dns.message.UnknownTSIGKey: 17}
+
+
+def _tsig_error(message: bytes, error: int) -> bytes:
+    """The request's TSIG record turned into the error answer's: same key name,
+    algorithm and time, no MAC, ``error``; b"" when the request's cannot be found."""
+    try:
+        query = dns.message.from_wire(message, keyring=False)  # False: read, not verified
+    except dns.exception.DNSException:
+        return b""
+    if query.tsig is None:
+        return b""
+    request = query.tsig[0]
+    rdata = dns.rdtypes.ANY.TSIG.TSIG(dns.rdataclass.ANY, dns.rdatatype.TSIG,
+                                      request.algorithm, request.time_signed, request.fudge,
+                                      b"", request.original_id, error, b"").to_wire() or b""
+    name = query.tsig.name.to_wire() or b""
+    return name + _RR.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata)) + rdata
+
+
+def _error(message: bytes, rcode: int, tsig: bytes = b"") -> bytes:
+    """A response without records (but ``tsig``, an error TSIG record): the query's
+    header bits, its question, ``rcode``."""
     walked = walk_name(message, 12) if len(message) >= 12 else None
     question = message[12 : walked[1] + 4] if walked is not None else b""
     if len(question) < 5:
         question = b""
     flags = _QR | (((message[2] << 8) | message[3]) & 0x0110) | rcode  # RD, CD
-    return message[:2] + _HEADER.pack(flags, 1 if question else 0, 0, 0, 0) + question
+    return (message[:2] + _HEADER.pack(flags, 1 if question else 0, 0, 0, 1 if tsig else 0)
+            + question + tsig)

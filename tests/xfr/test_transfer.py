@@ -24,6 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 OBJECTS = REPO / "tests" / "conformance" / "objects"
 
 
+def send_raw(srv: ServerProcess, query: bytes) -> dns.message.Message:
+    """One query over TCP; the reply read without checking its TSIG."""
+    with socket.create_connection((srv.host, srv.port), timeout=5) as sock:
+        sock.sendall(len(query).to_bytes(2, "big") + query)
+        size = int.from_bytes(sock.recv(2, socket.MSG_WAITALL), "big")
+        data = sock.recv(size, socket.MSG_WAITALL)
+    return dns.message.from_wire(data, keyring=False)
+
+
 def dump_lines(manifests: Path) -> list[str]:
     out = subprocess.run([sys.executable, "-m", "clusterset_dns", "dump", "--manifests",
                           str(manifests)], cwd=REPO, capture_output=True, text=True, check=True)
@@ -162,6 +171,19 @@ def test_tsig_good_key_accepted_bad_rejected_unsigned_refused(tmp_path: Path) ->
         wrong = base64.b64encode(b"not the key, not the key, not it").decode()
         bad = dig(*at, "-y", f"hmac-sha256:xfr-key:{wrong}")
         assert "XFR size" not in bad and "Transfer failed" in bad, bad
+        # RFC 8945 5.2: NOTAUTH with the error in an unsigned TSIG record.
+        signed = dns.message.make_query(ZONE, "AXFR")
+        signed.use_tsig(dns.tsigkeyring.from_text({"xfr-key": ("hmac-sha256", wrong)}),
+                        keyname="xfr-key")
+        reply = send_raw(srv, signed.to_wire())
+        assert reply.rcode() == dns.rcode.NOTAUTH and reply.tsig is not None
+        assert reply.tsig[0].error == 16 and reply.tsig[0].mac == b""  # BADSIG
+        unknown = dns.message.make_query(ZONE, "AXFR")
+        unknown.use_tsig(dns.tsigkeyring.from_text({"other-key": ("hmac-sha256", secret)}),
+                         keyname="other-key")
+        reply = send_raw(srv, unknown.to_wire())
+        assert reply.rcode() == dns.rcode.NOTAUTH and reply.tsig is not None
+        assert reply.tsig[0].error == 17  # BADKEY
         unsigned = dig(*at)
         assert "XFR size" not in unsigned and "Transfer failed" in unsigned
         assert srv.metric("clusterset_dns_transfers_total", result="notauth") >= 1
