@@ -23,21 +23,24 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from clusterset_dns import convert, logs, metrics, workers
+from clusterset_dns import convert, logs, metrics, workers, xfr
 from clusterset_dns.cache import (
     Cache,
     Op,
     ReplaceImports,
     ReplaceSlices,
     SetClusterId,
+    SetSerial,
     SetSynced,
     SetTopologyZone,
 )
 from clusterset_dns.config import Config, ConfigError, HostPort
 from clusterset_dns.handler import Handler
 from clusterset_dns.health import HTTPEndpoints, Route
+from clusterset_dns.journal import Journal
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
+from clusterset_dns.notify import Notifier
 from clusterset_dns.server import DNSServer
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,15 @@ class ProcessState:
     stop: asyncio.Event
     cache: Cache
     handler: Handler
+    transfers: xfr.Transfers | None  # None: transfers are REFUSED (no --allow-transfer)
+    journal: Journal | None
+
+    def server(self, config: Config, reuse_port: bool) -> DNSServer:
+        return DNSServer(self.handler.handle, list(config.listen), config.tcp_idle_timeout,
+                         reuse_port=reuse_port, udp_io=config.udp_io,
+                         max_tcp_connections=config.max_tcp_connections,
+                         stats=self.handler.stats,
+                         transfer=self.transfers.start if self.transfers else None)
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
@@ -77,7 +89,16 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
     cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses,
                   log_rejected=not worker, cluster_id=config.cluster_id,
                   topology_zone=config.topology_zone)
-    return ProcessState(stop, cache, Handler(cache.zone, config.edns_udp_size))
+    handler = Handler(cache.zone, config.edns_udp_size)
+    transfers = journal = None
+    if config.allow_transfer:
+        journal = Journal(config.journal_changes)
+        cache.on_change = journal.record
+        key = xfr.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
+        transfers = xfr.Transfers(cache.zone, journal, config.allow_transfer, key,
+                                  xfr.Counts(handler.stats.transfers))
+        handler.transfers = True
+    return ProcessState(stop, cache, handler, transfers, journal)
 
 
 def snapshot(cache: Cache) -> list[Op]:
@@ -85,7 +106,7 @@ def snapshot(cache: Cache) -> list[Op]:
     return [SetClusterId(cache.builder.cluster_id),
             SetTopologyZone(cache.builder.topology_zone),
             ReplaceImports(dict(cache.imports)), ReplaceSlices(dict(cache.slices)),
-            SetSynced(cache.zone.synced)]
+            SetSynced(cache.zone.synced), SetSerial(cache.zone.serial)]
 
 
 class Sink:
@@ -93,21 +114,26 @@ class Sink:
     process's apply raises (a bug), the workers do not get the update; the source's
     recovery (a relist that rebuilds) reaches them all."""
 
-    def __init__(self, cache: Cache, pool: workers.WorkerPool) -> None:
+    def __init__(self, cache: Cache, pool: workers.WorkerPool,
+                 on_serial: Callable[[], None] = lambda: None) -> None:
         self.cache = cache
         self.pool = pool
+        self.on_serial = on_serial
         self.synced = asyncio.Event()
 
     def apply(self, ops: list[Op]) -> None:
         started = time.perf_counter()
+        serial = self.cache.zone.serial
         try:
             applied = self.cache.apply(ops)
         finally:
             # Even an update that raised (a bug, rebuilt later) reaches the workers:
-            # their caches keep matching this one.
+            # their caches keep matching this one, serial included.
             seconds = time.perf_counter() - started
             metrics.update_seconds.observe(seconds)
-            self.pool.send(ops, seconds)
+            self.pool.send([*ops, SetSerial(self.cache.zone.serial)], seconds)
+            if self.cache.zone.serial != serial:
+                self.on_serial()
         for rejected in applied.rejected:
             metrics.invalid_objects.labels(rejected.kind).inc()
         if applied.rebuilt >= BULK:
@@ -145,12 +171,17 @@ async def serve(config: Config) -> int:
     cache, handler = state.cache, state.handler
     pool = workers.WorkerPool(config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
                               lambda reason: metrics.worker_restarts.labels(reason).inc())
-    metrics.registry.register(metrics.ServerCollector(cache, handler.stats, pool.stats,
-                                                      lambda: len(pool.missing())))
-    sink = Sink(cache, pool)
-    dns = DNSServer(handler.handle, list(config.listen), config.tcp_idle_timeout,
-                    reuse_port=config.workers > 1, udp_io=config.udp_io,
-                    max_tcp_connections=config.max_tcp_connections, stats=handler.stats)
+    journal = state.journal
+    metrics.registry.register(metrics.ServerCollector(
+        cache, handler.stats, pool.stats, lambda: len(pool.missing()),
+        lambda: journal.records if journal is not None else 0))
+    notifier = None
+    if config.notify:
+        notifier = Notifier(config.zone, config.notify, lambda: cache.zone.serial,
+                            state.transfers.key if state.transfers else None,
+                            lambda result: metrics.notifies.labels(result).inc())
+    sink = Sink(cache, pool, notifier.changed if notifier else lambda: None)
+    dns = state.server(config, reuse_port=config.workers > 1)
 
     def health() -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
@@ -197,6 +228,9 @@ async def serve(config: Config) -> int:
         await dns.start()
         metrics.udp_io.labels(dns.udp_mode).set(1)
         pool.start_serving()
+        if notifier is not None:
+            notifier.start()
+            notifier.changed()  # a secondary may hold an older zone than this start's
         log.info("ready: %s", cache.counts())
         stopper = asyncio.create_task(state.stop.wait())
         await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)
@@ -216,6 +250,8 @@ async def serve(config: Config) -> int:
         stopper.cancel()
         return 0
     finally:
+        if notifier is not None:
+            await notifier.stop()
         await http.stop()
         await pool.stop()
 
@@ -243,6 +279,12 @@ def _process_setup(config: Config) -> None:
 
 def run(config: Config) -> int:
     _process_setup(config)
+    if config.transfer_tsig_key is not None:
+        try:  # read once here: a bad key file stops the start with one line
+            xfr.load_key(config.transfer_tsig_key)
+        except ConfigError as exc:
+            log.error("cannot start: %s", exc)
+            return 2
     if config.workers > 1:
         # Bind once before the workers start, so a bad address fails here, with one
         # message, not once per worker restart.
@@ -265,9 +307,7 @@ def worker_process(fd: int) -> int:
 
 async def _worker_serve(config: Config, sock: socket.socket) -> int:
     state = process_state(config, (signal.SIGTERM,), worker=True)
-    dns = DNSServer(state.handler.handle, list(config.listen), config.tcp_idle_timeout,
-                    reuse_port=True, udp_io=config.udp_io,
-                    max_tcp_connections=config.max_tcp_connections, stats=state.handler.stats)
+    dns = state.server(config, reuse_port=True)
 
     def apply(ops: list[Op]) -> None:
         if state.cache.apply(ops).rebuilt >= BULK:  # a resync or a relist, as in the parent

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from clusterset_dns import names, wire
@@ -83,8 +83,18 @@ class SetTopologyZone:
     zone: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class SetSerial:
+    """The serial the zone has after this update: the parent picks it and its workers
+    follow, so that every process of one server answers (and transfers) the same one."""
+
+    serial: int
+
+
 Op = (PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced | SetClusterId
-      | SetTopologyZone)
+      | SetTopologyZone | SetSerial)
+# One answer key's change: (key, old answer, new answer); None = absent.
+Change = tuple[bytes, "wire.Answer | None", "wire.Answer | None"]
 Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
 
 IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
@@ -176,6 +186,11 @@ class Cache:
         self._ns_addresses = list(ns_addresses)
         self._log_rejected = log_rejected
         self._apex: Footprint | None = None
+        self._forced_serial: int | None = None
+        # Set by a journal (IXFR): called after every serial change with the answer
+        # keys that changed; None keeps updates free of that bookkeeping.
+        self.on_change: Callable[[int, int, list[Change]], None] | None = None
+        self._changes: list[Change] = []
         self._set_serial(int(time.time()))
 
     # -- applying changes ----------------------------------------------------------------
@@ -186,12 +201,18 @@ class Cache:
         (or kept whole, with its previous answers)."""
         dirty: set[ObjectKey] = set(self._failed)
         rejected: list[Rejected] = []
+        self._forced_serial = None
+        old_serial = self.zone.serial
         try:
             for op in ops:
                 self._apply_one(op, dirty, rejected)
         finally:
             # Even when an op raised (a bug): what was stored so far gets its answers.
             failures = self._rebuild_all(dirty)
+            if self.zone.serial != old_serial and self.on_change is not None:
+                changes, self._changes = self._changes, []
+                self.on_change(old_serial, self.zone.serial, changes)
+            self._changes = []
         if failures:
             raise RebuildError(f"{len(failures)} service(s) could not be rebuilt, e.g. "
                                f"{failures[0][0]}: {failures[0][1]!r}") from failures[0][1]
@@ -214,6 +235,8 @@ class Cache:
                 self._put_slice(new_key, piece, dirty, rejected)
         elif isinstance(op, SetClusterId | SetTopologyZone):
             self._set_locality(op, dirty)
+        elif isinstance(op, SetSerial):
+            self._forced_serial = op.serial & 0xFFFFFFFF
         else:
             self.zone.synced = op.synced
 
@@ -348,7 +371,10 @@ class Cache:
         """Rebuilds every service in ``dirty``, each on its own: one that raises keeps
         its previous answers whole and does not stop the others."""
         failures: list[tuple[ObjectKey, Exception]] = []
+        forced = self._forced_serial
         if not dirty:
+            if forced is not None and forced != self.zone.serial:
+                self._set_serial(forced)
             return failures
         for service in dirty:
             try:
@@ -358,7 +384,11 @@ class Cache:
                 self._failed.add(service)
             else:
                 self._failed.discard(service)
-        self._set_serial(self.zone.serial + 1)
+        # Time-based and always increasing (RFC 1982 arithmetic never sees a step back):
+        # a restarted server starts above the serials it handed out before, unless its
+        # zone changed more than once a second on average.
+        self._set_serial(forced if forced is not None
+                         else max(self.zone.serial + 1, int(time.time())))
         return failures
 
     def _rebuild(self, service: ObjectKey) -> None:
@@ -375,6 +405,8 @@ class Cache:
         answers, zone_names = self.zone.answers, self.zone.names
         # A name with records is known by its answers: only the others are counted.
         empty = tuple(name for name in new.names if not _owns_records(new.answers, name))
+        if self.on_change is not None:
+            self._note_changes(old, new)
         if old is not None:
             for key in old[0]:
                 if key not in new.answers:
@@ -390,6 +422,17 @@ class Cache:
             zone_names[name] = zone_names.get(name, 0) + 1
         # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
         return tuple(new.answers), empty
+
+    def _note_changes(self, old: Footprint | None, new: Built) -> None:
+        answers, changes = self.zone.answers, self._changes
+        old_keys = old[0] if old is not None else ()
+        for key in old_keys:
+            before, after = answers[key], new.answers.get(key)
+            if after is None or after.body != before.body or after.heads[0] != before.heads[0]:
+                changes.append((key, before, after))
+        kept = set(old_keys)
+        changes.extend((key, None, answer) for key, answer in new.answers.items()
+                       if key not in kept)
 
     def _set_serial(self, serial: int) -> None:
         serial &= 0xFFFFFFFF

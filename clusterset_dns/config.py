@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from ipaddress import ip_address
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from clusterset_dns import names
 from clusterset_dns.model import IP
 
 HostPort = tuple[str, int]
+Network = IPv4Network | IPv6Network
 
 SERVE = ("serve",)
 SERVE_AND_DUMP = ("serve", "dump")
@@ -47,6 +48,18 @@ def cluster_id_of(value: str) -> str:
         return b".".join(names.subdomain(value.strip())).decode("ascii")
     except names.NameError_ as exc:
         raise ValueError(f"not a cluster id: {exc}") from None
+
+
+def parse_network(value: str) -> Network:
+    """``10.0.0.0/8``, ``127.0.0.1`` (one address), ``::1/128``."""
+    return ip_network(value, strict=False)
+
+
+def parse_target(value: str) -> HostPort:
+    """A NOTIFY target: ``HOST:PORT`` with an IP address (no name: no resolver here)."""
+    host, port = parse_listen(value)
+    ip_address(host)
+    return host, port
 
 
 def flag(default: Any, help: str, *, parse: Callable[[str], Any] = str, repeat: bool = False,
@@ -129,6 +142,18 @@ class Config:
     udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
                        "(recvfrom/sendto), or auto (batched where available)",
                        choices=("auto", "batched", "plain"))
+    # Zone transfers (AXFR/IXFR) and NOTIFY.
+    allow_transfer: tuple[Network, ...] = flag(
+        (), "CIDR allowed AXFR/IXFR over TCP, repeatable (default: none, every transfer is "
+        "REFUSED)", parse=parse_network, repeat=True)
+    notify: tuple[HostPort, ...] = flag(
+        (), "secondary IP:PORT sent a NOTIFY on every serial change, repeatable",
+        parse=parse_target, repeat=True)
+    transfer_tsig_key: Path | None = flag(
+        None, "file holding one TSIG key, [hmac-sha256:]NAME:BASE64SECRET; transfers must "
+        "then be signed with it, and NOTIFYs are", parse=Path)
+    journal_changes: int = flag(
+        100, "zone changes kept for IXFR (older ones: a full transfer)", parse=int)
 
     def __post_init__(self) -> None:
         def need(ok: bool, flag_name: str, why: str) -> None:
@@ -149,6 +174,7 @@ class Config:
             need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
         need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
         need(self.relist_interval >= 0, "relist-interval", "must not be negative (0 = off)")
+        need(self.journal_changes >= 0, "journal-changes", "must not be negative")
         need(self.lameduck >= 0, "lameduck", "must not be negative")
         need(self.topology_zone is None or self.topology_zone_from_node is None,
              "topology-zone-from-node", "give either it or --topology-zone, not both")

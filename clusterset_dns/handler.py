@@ -75,7 +75,8 @@ def walk_name(data: bytes, offset: int, pointers: bool = False) -> tuple[list[in
 class Stats:
     """Plain counters; the metrics module reads them at scrape time."""
 
-    __slots__ = ("dropped", "rcodes", "tcp_aborted", "tcp_open", "tcp_refused", "truncated")
+    __slots__ = ("dropped", "rcodes", "tcp_aborted", "tcp_open", "tcp_refused", "transfers",
+                 "truncated")
 
     def __init__(self) -> None:
         self.rcodes = [0] * 24  # index = rcode (16 = BADVERS)
@@ -83,6 +84,7 @@ class Stats:
         self.dropped = 0
         # Kept by server.DNSServer; here so that workers report them too.
         self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
+        self.transfers: dict[tuple[str, str], int] = {}  # (type, result) -> count, see xfr
 
 
 class Handler:
@@ -91,6 +93,9 @@ class Handler:
         self.answers = zone.answers  # same dict object for the process's life
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
         self.stats = Stats()
+        # Zone transfers are served (over TCP, by xfr): an IXFR over UDP then gets TC,
+        # so that the client asks again over TCP, where access is checked.
+        self.transfers = False
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
         # -> (UDP size limit, our OPT). Clients send a handful of distinct ones, so
@@ -199,6 +204,10 @@ class Handler:
         else:
             limit = max(_UDP_PLAIN, min(edns[0], self.cap))
         qtype, qclass = struct.unpack_from("!HH", question, len(question) - 4)
+        if qtype == wire.IXFR and self.transfers and not tcp and qclass == wire.CLASS_IN:
+            self.stats.truncated += 1
+            head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
+            return qid + head + question + (self._opt[edns[2]] if edns else b"")
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
             return self._error(qid, request_bits, wire.REFUSED, question, edns)
         zone = self.zone

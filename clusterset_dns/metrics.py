@@ -53,6 +53,9 @@ update_seconds = Histogram("clusterset_dns_update_seconds",
                            "Time to rebuild answers for one batch of changes",
                            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
                            registry=registry)
+notifies = Counter("clusterset_dns_notify_total",
+                   "NOTIFY messages to --notify targets: sent (each try), acknowledged, failed "
+                   "(no acknowledgement after every retry)", ["result"], registry=registry)
 
 
 class ServerCollector(Collector):
@@ -60,7 +63,9 @@ class ServerCollector(Collector):
 
     def __init__(self, cache: Cache, stats: Stats,
                  extra_stats: Callable[[], list[Stats]] = list,
-                 workers_missing: Callable[[], int] = lambda: 0) -> None:
+                 workers_missing: Callable[[], int] = lambda: 0,
+                 journal_records: Callable[[], int] = lambda: 0) -> None:
+        self.journal_records = journal_records
         self.cache = cache
         self.stats = stats
         self.extra_stats = extra_stats
@@ -94,6 +99,20 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily("clusterset_dns_workers_missing",
                                 "Worker processes that should serve and do not (restarting)",
                                 value=self.workers_missing())
+        transfers = CounterMetricFamily(
+            "clusterset_dns_transfers", "Zone transfers asked for, by type (axfr, ixfr) and "
+            "result (full, incremental, uptodate, refused, notauth, formerr, busy)",
+            labels=["type", "result"])
+        totals: dict[tuple[str, str], int] = {}
+        for s in every:
+            for key, count in s.transfers.items():
+                totals[key] = totals.get(key, 0) + count
+        for (qtype, result), count in sorted(totals.items()):
+            transfers.add_metric([qtype, result], count)
+        yield transfers
+        yield GaugeMetricFamily("clusterset_dns_journal_records",
+                                "Records held by the IXFR journal (this process)",
+                                value=self.journal_records())
         zone = self.cache.zone
         yield GaugeMetricFamily("clusterset_dns_synced", "1 once both resources were listed",
                                 value=1 if zone.synced else 0)

@@ -86,6 +86,8 @@ def add_stats(into: Stats, more: Stats) -> None:
     for code, count in enumerate(more.rcodes):
         into.rcodes[code] += count
     into.truncated += more.truncated
+    for key, count in more.transfers.items():
+        into.transfers[key] = into.transfers.get(key, 0) + count
     into.dropped += more.dropped
 
 

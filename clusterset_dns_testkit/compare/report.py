@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from clusterset_dns_testkit.compare.answers import Row, compare_cases
+from clusterset_dns_testkit.compare.axfr import AxfrComparison, compare_axfr
 from clusterset_dns_testkit.compare.cases import (
     LOCAL_CASES,
     LOCAL_CLUSTER,
@@ -36,6 +37,7 @@ class Comparison:
     loaded: Loaded
     seconds: float
     local_rows: list[Row]  # opt-in local-first answers (ours with --cluster-id)
+    axfr: AxfrComparison | None = None
 
     @property
     def all_rows(self) -> list[Row]:
@@ -66,8 +68,11 @@ def run_comparison(api: KubeAPI | None = None, suites: bool = True,
             runs[label] = finish_suite(*s)
             log(f"conformance suite against {label}: {runs[label].summary()} "
                 f"in {runs[label].seconds:.0f}s")
+        transfers = compare_axfr(peers.api)
+        log(f"AXFR: ours {len(transfers.ours.records)} records, CoreDNS "
+            f"{len(transfers.coredns.records)} {transfers.coredns.error}")
         return Comparison(rows, unsynced_rows, runs, peers.loaded, time.monotonic() - t0,
-                          local_rows)
+                          local_rows, transfers)
 
 
 def md(text: str) -> str:
@@ -144,5 +149,30 @@ def render(cmp: Comparison) -> str:
                 why = reason_for(t, KNOWN_SUITE_FAILURES_BOTH) or "**unexplained**"
                 lines.append(f"- `{t.removeprefix('tests/conformance/')}`: {why}")
             lines.append("")
+    if cmp.axfr is not None:
+        lines += axfr_section(cmp.axfr)
     return "\n".join(lines)
+
+
+def axfr_section(x: AxfrComparison) -> list[str]:
+    lines = ["## Zone transfer (AXFR)", "",
+             "A second pair on the same API server with transfers on: clusterset-dns "
+             "`--allow-transfer 127.0.0.1/32`, CoreDNS with `transfer { to * }`. Records "
+             "compared without TTLs and SOA serials.", "",
+             "| | clusterset-dns | CoreDNS |", "| --- | --- | --- |",
+             f"| records | {len(x.ours.records)} | {len(x.coredns.records)} |",
+             f"| messages | {x.ours.messages} | {x.coredns.messages} |",
+             f"| error | {md(x.ours.error) or '-'} | {md(x.coredns.error) or '-'} |", ""]
+    missing = x.endpoint_names_without_clusterid()
+    if missing:
+        lines += [f"CoreDNS's defect: {len(missing)} headless endpoint names in its AXFR lack "
+                  "the `<clusterid>` label, so a secondary fed by it serves names its own "
+                  "answers do not have, e.g.:", ""]
+        lines += [f"- `{short}` (answered as `{full}`)" for short, full in missing[:5]]
+        lines.append("")
+    for title, only in (("Only in clusterset-dns's AXFR", x.only_ours),
+                        ("Only in CoreDNS's AXFR", x.only_coredns)):
+        lines += [f"{title} ({len(only)}; first 15):", ""]
+        lines += [f"- `{md(r)}`" for r in only[:15]] + [""]
+    return lines
 

@@ -1,6 +1,7 @@
 """The single-node cluster of clusterset_dns_testkit/cluster.py, once per session, with the
-mcs-api v0.5.0 CRDs and the about-api ClusterProperty CRD (what the RBAC grants is then served), the conformance objects `hello` and `db`, and a client pod
-(dig, python3 + dnspython). Every test here is marked ``cluster`` and needs root,
+mcs-api v0.5.0 CRDs and the about-api ClusterProperty CRD (so the resource the RBAC grants
+is served), the conformance objects `hello` and `db`, and a client pod (dig, python3 +
+dnspython). Every test here is marked ``cluster`` and needs root,
 ``scripts/build-peers`` and ``scripts/build-images``."""
 
 from __future__ import annotations

@@ -124,3 +124,27 @@ def test_local_first_answers_are_an_opt_in_deviation(comparison: Any) -> None:
         assert rows[same].same, row_text(rows[same])
     # In the main table (no cluster id) the PreferClose import answers as CoreDNS does.
     assert {r.case.id: r for r in comparison.rows}[f"near.ext.svc.{ZONE}. A"].same
+
+
+def test_axfr_rows_show_coredns_endpoint_names_without_clusterid(comparison: Any) -> None:
+    """CoreDNS's AXFR of the multicluster zone names headless endpoints
+    ``host.svc.ns.svc.<zone>``, without the ``<clusterid>`` label its own answers
+    (and ours) have: a secondary fed by it would serve other names."""
+    x = comparison.axfr
+    assert x is not None and not x.ours.error and not x.coredns.error, (x.ours.error,
+                                                                       x.coredns.error)
+    missing = x.endpoint_names_without_clusterid()
+    assert missing, "CoreDNS's AXFR now has the <clusterid> label: update the comparison"
+    for short, full in missing:
+        assert short not in {line.split()[0] for line in x.ours.records}
+        assert full not in {line.split()[0] for line in x.coredns.records}
+
+
+def test_our_axfr_holds_every_name_we_answer(comparison: Any) -> None:
+    from clusterset_dns_testkit.compare.axfr import below_svc
+
+    x = comparison.axfr
+    assert x is not None
+    endpoint_owners = {o for o in x.ours.owners("A") | x.ours.owners("AAAA") if below_svc(o) == 4}
+    assert endpoint_owners  # host.<clusterid>.svc.ns: the names our answers use
+    assert not {o for o in x.ours.owners("A") if below_svc(o) == 3}

@@ -1,0 +1,89 @@
+"""NOTIFY: coalescing, retries until acknowledged, with a real UDP peer on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import cast
+
+import dns.flags
+import dns.message
+import dns.opcode
+import pytest
+
+from clusterset_dns import notify
+
+
+class Secondary(asyncio.DatagramProtocol):
+    """Records NOTIFYs; acknowledges them once ``ignore`` have been dropped."""
+
+    def __init__(self, ignore: int) -> None:
+        self.ignore = ignore
+        self.received: list[dns.message.Message] = []
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        message = dns.message.from_wire(data)
+        self.received.append(message)
+        if len(self.received) <= self.ignore:
+            return
+        reply = dns.message.make_response(message)
+        assert self.transport is not None
+        self.transport.sendto(reply.to_wire(), addr)
+
+
+async def run(ignore: int, bursts: int, serial: list[int]) -> tuple[Secondary, list[str]]:
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    transport, peer = await loop.create_datagram_endpoint(lambda: Secondary(ignore), sock=sock)
+    results: list[str] = []
+    notifier = notify.Notifier("clusterset.local", (("127.0.0.1", sock.getsockname()[1]),),
+                               lambda: serial[0], None, results.append)
+    notifier.start()
+    try:
+        for _ in range(bursts):  # a burst of changes, the serial moving each time
+            serial[0] += 1
+            notifier.changed()
+        deadline = loop.time() + 10
+        while not {"acknowledged", "failed"} & set(results) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        await notifier.stop()
+        transport.close()
+    return peer, results
+
+
+def test_a_burst_of_changes_is_one_notify_of_the_newest_serial() -> None:
+    serial = [100]
+    peer, results = asyncio.run(run(ignore=0, bursts=20, serial=serial))
+    assert len(peer.received) == 1 and results == ["sent", "acknowledged"]
+    message = peer.received[0]
+    assert message.opcode() == dns.opcode.NOTIFY and message.flags & dns.flags.AA
+    assert message.answer[0][0].serial == 120
+
+
+def test_unacknowledged_notify_is_retried_until_acknowledged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(notify, "TIMEOUT", 0.1)
+    monkeypatch.setattr(notify, "FIRST_BACKOFF", 0.05)
+    peer, results = asyncio.run(run(ignore=2, bursts=1, serial=[7]))
+    assert len(peer.received) == 3
+    assert results == ["sent", "sent", "sent", "acknowledged"]
+
+
+def test_notify_gives_up_after_its_tries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(notify, "TIMEOUT", 0.05)
+    monkeypatch.setattr(notify, "FIRST_BACKOFF", 0.01)
+    monkeypatch.setattr(notify, "MAX_BACKOFF", 0.02)
+    monkeypatch.setattr(notify, "ATTEMPTS", 3)
+
+    async def main() -> tuple[Secondary, list[str]]:
+        task = asyncio.create_task(run(ignore=100, bursts=1, serial=[7]))
+        return await task
+
+    peer, results = asyncio.run(asyncio.wait_for(main(), 20))
+    assert len(peer.received) == 3 and results.count("failed") == 1

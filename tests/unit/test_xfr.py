@@ -1,0 +1,226 @@
+"""Journal diffs, IXFR selection and message packing, with dnspython as the oracle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from ipaddress import ip_address, ip_network
+from pathlib import Path
+
+import dns.message
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+import pytest
+
+from clusterset_dns import rrs, xfr, zonedata
+from clusterset_dns.cache import Cache, PutImport, PutSlice, SetSerial, SetSynced
+from clusterset_dns.journal import Journal
+from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
+from clusterset_dns.names import ZoneNames
+
+HTTP = (Port("http", "tcp", 80),)
+
+
+def headless(name: str, addresses: list[str]) -> list[PutImport | PutSlice]:
+    endpoints = tuple(Endpoint((ip_address(a),), None) for a in addresses)
+    return [PutImport(("ns", name), ServiceImport("ns", name, ServiceType.HEADLESS, (), HTTP)),
+            PutSlice(("ns", f"{name}-east"),
+                     EndpointSlice("ns", f"{name}-east", name, "east", endpoints, HTTP))]
+
+
+def journaled(limit: int = 10) -> tuple[Cache, Journal]:
+    cache = Cache(ZoneNames("clusterset.local"), 5)
+    journal = Journal(limit)
+    cache.on_change = journal.record
+    return cache, journal
+
+
+def texts(records: tuple[rrs.Record, ...] | list[rrs.Record]) -> set[str]:
+    return {rrs.record_text(r) for r in records}
+
+
+def test_serial_is_time_based_and_always_increases() -> None:
+    cache, _ = journaled()
+    before = cache.zone.serial
+    assert before >= int(time.time()) - 5
+    for i in range(3):
+        cache.apply(headless("web", [f"10.0.0.{i + 1}"]))
+    assert cache.zone.serial >= before + 3
+
+
+def test_set_serial_makes_a_worker_follow_its_parent() -> None:
+    parent, _ = journaled()
+    worker = Cache(ZoneNames("clusterset.local"), 5)
+    ops = [*headless("web", ["10.0.0.1"]), SetSynced(True)]
+    parent.apply(ops)
+    worker.apply([*ops, SetSerial(parent.zone.serial + 1000)])
+    assert worker.zone.serial == parent.zone.serial + 1000
+    worker.apply([SetSerial(7)])  # no object changed: the serial still follows
+    assert worker.zone.serial == 7
+    assert zonedata.take(worker.zone).soa.rdata[-20:-16] == (7).to_bytes(4, "big")
+
+
+def test_journal_holds_exactly_the_records_that_changed() -> None:
+    cache, journal = journaled()
+    cache.apply([*headless("web", ["10.0.0.1", "10.0.0.2"]), SetSynced(True)])
+    first = cache.zone.serial
+    cache.apply(headless("web", ["10.0.0.1", "10.0.0.3"]))
+    diff = journal.diffs[-1]
+    assert (diff.old_serial, diff.new_serial) == (first, cache.zone.serial)
+    removed, added = texts(diff.removed), texts(diff.added)
+    assert "10-0-0-2.east.web.ns.svc.clusterset.local. 5 IN A 10.0.0.2" in removed
+    assert "10-0-0-3.east.web.ns.svc.clusterset.local. 5 IN A 10.0.0.3" in added
+    assert not any("10.0.0.1" in line for line in removed | added)  # unchanged
+    assert not any(" SOA " in line for line in removed | added)  # framed by IXFR itself
+    # Replaying the diff on the old zone gives the new zone.
+    before = set(rrs.zone_records(cache.zone.answers)) - set(diff.added) | set(diff.removed)
+    assert (before - set(diff.removed)) | set(diff.added) == set(rrs.zone_records(
+        cache.zone.answers))
+
+
+def test_journal_is_bounded_and_chains_serials() -> None:
+    cache, journal = journaled(limit=2)
+    cache.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
+    serials = [cache.zone.serial]
+    for i in range(3):
+        cache.apply(headless("web", [f"10.0.1.{i + 1}"]))
+        serials.append(cache.zone.serial)
+    assert len(journal.diffs) == 2
+    assert journal.records == sum(len(d.removed) + len(d.added) for d in journal.diffs)
+    now = serials[-1]
+    assert journal.since(now, now) == []
+    chain = journal.since(serials[1], now)
+    assert chain is not None and [d.old_serial for d in chain] == serials[1:3]
+    assert journal.since(serials[0], now) is None  # dropped: the whole zone instead
+    assert journal.since(12345, now) is None  # not one of ours (another replica's)
+
+
+def test_journal_of_zero_keeps_nothing() -> None:
+    cache, journal = journaled(limit=0)
+    cache.apply(headless("web", ["10.0.0.1"]))
+    assert not journal.diffs and journal.since(1, cache.zone.serial) is None
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+
+    async def send(self, message: bytes) -> None:
+        self.messages.append(message)
+
+
+def transfer(cache: Cache, journal: Journal, query: dns.message.Message,
+             peer: str = "127.0.0.1") -> list[dns.message.Message]:
+    transfers = xfr.Transfers(cache.zone, journal, (ip_network("127.0.0.0/8"),), None,
+                              xfr.Counts({}))
+    out = Collect()
+    coro = transfers.start(query.to_wire(), peer, out)
+    assert coro is not None
+    asyncio.run(coro)
+    return [dns.message.from_wire(m, xfr=True, one_rr_per_rrset=True) for m in out.messages]
+
+
+def lines(messages: list[dns.message.Message]) -> list[str]:
+    return [f"{r.name} {r.ttl} IN {dns.rdatatype.to_text(r.rdtype)} {rd}"
+            for m in messages for r in m.answer for rd in r]
+
+
+def test_axfr_splits_into_messages_under_64k_each_decoded_by_dnspython() -> None:
+    cache, journal = journaled()
+    for i in range(8):
+        cache.apply(headless(f"s{i}", [f"10.{i}.{j // 250}.{j % 250 + 1}" for j in range(500)]))
+    messages = transfer(cache, journal, dns.message.make_query("clusterset.local", "AXFR"))
+    assert len(messages) > 1
+    assert all(len(m.to_wire()) <= 65535 for m in messages)
+    assert len(messages[0].question) == 1 and not messages[1].question
+    got = lines(messages)
+    assert got[0] == got[-1] and " SOA " in got[0]
+    want = {rrs.record_text(r) for r in rrs.zone_records(cache.zone.answers)}
+    assert {" ".join(line.split()) for line in got} == {" ".join(w.split()) for w in want}
+    assert len(got) == len(want) + 1  # every record once, the SOA twice
+
+
+def test_ixfr_answers_the_difference_and_falls_back_to_axfr_form() -> None:
+    cache, journal = journaled()
+    cache.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
+    old = cache.zone.serial
+    cache.apply(headless("web", ["10.0.0.2"]))
+    new = cache.zone.serial
+    query = dns.message.make_query("clusterset.local", "IXFR")
+    query.authority.append(dns.rrset.from_text("clusterset.local.", 0, "IN", "SOA",
+                                               f". . {old} 0 0 0 0"))
+    got = lines(transfer(cache, journal, query))
+    soas = [int(line.split()[6]) for line in got if " SOA " in line]
+    assert soas == [new, old, new, new]
+    framing = [i for i, line in enumerate(got) if " SOA " in line]
+    removed, added = got[framing[1] + 1 : framing[2]], got[framing[2] + 1 : framing[3]]
+    assert any(line.endswith("IN A 10.0.0.1") for line in removed)
+    assert any(line.endswith("IN A 10.0.0.2") for line in added)
+    assert not any("10.0.0.2" in line for line in removed)
+    query.authority[0] = dns.rrset.from_text("clusterset.local.", 0, "IN", "SOA",
+                                             ". . 99 0 0 0 0")
+    full = lines(transfer(cache, journal, query))
+    assert " SOA " not in full[1] and len(full) > 4
+
+
+@pytest.mark.parametrize("peer", ["10.1.1.1", "::1", "garbage"])
+def test_transfer_outside_the_allowed_networks_is_refused(peer: str) -> None:
+    cache, journal = journaled()
+    messages = transfer(cache, journal, dns.message.make_query("clusterset.local", "AXFR"),
+                        peer)
+    assert len(messages) == 1 and messages[0].rcode() == dns.rcode.REFUSED
+
+
+def test_only_transfer_queries_are_taken() -> None:
+    cache, journal = journaled()
+    transfers = xfr.Transfers(cache.zone, journal, (), None, xfr.Counts({}))
+    plain = dns.message.make_query("clusterset.local", "SOA").to_wire()
+    assert transfers.start(plain, "127.0.0.1", Collect()) is None
+    assert xfr.transfer_qtype(b"\x00" * 5) == 0
+
+
+def test_key_file_forms(tmp_path: Path) -> None:
+    base = tmp_path
+    good = base / "k"
+    good.write_text("xfr-key:MDEyMzQ1Njc4OWFiY2RlZg==\n")
+    assert xfr.load_key(good).name.to_text() == "xfr-key."
+    bad = base / "b"
+    bad.write_text("hmac-md5:xfr-key:MDEy\n")
+    with pytest.raises(xfr.ConfigError, match="HMAC-SHA256"):
+        xfr.load_key(bad)
+    with pytest.raises(xfr.ConfigError, match="transfer-tsig-key"):
+        xfr.load_key(base / "missing")
+
+
+class ChangesMidway(Collect):
+    """A client during whose transfer the zone changes (after the first message)."""
+
+    def __init__(self, cache: Cache) -> None:
+        super().__init__()
+        self.cache = cache
+
+    async def send(self, message: bytes) -> None:
+        if not self.messages:
+            self.cache.apply(headless("s0", ["10.99.0.1"]))  # s0's 500 names go
+        await super().send(message)
+
+
+def test_a_change_during_a_transfer_never_mixes_into_it() -> None:
+    cache, journal = journaled()
+    for i in range(8):
+        cache.apply(headless(f"s{i}", [f"10.{i}.{j // 250}.{j % 250 + 1}" for j in range(500)]))
+    before = {" ".join(rrs.record_text(r).split()) for r in rrs.zone_records(cache.zone.answers)}
+    transfers = xfr.Transfers(cache.zone, journal, (ip_network("127.0.0.0/8"),), None,
+                              xfr.Counts({}))
+    out = ChangesMidway(cache)
+    coro = transfers.start(dns.message.make_query("clusterset.local", "AXFR").to_wire(),
+                           "127.0.0.1", out)
+    assert coro is not None
+    asyncio.run(coro)
+    got = lines([dns.message.from_wire(m, xfr=True) for m in out.messages])
+    assert len(out.messages) > 2
+    assert {" ".join(line.split()) for line in got} == before
+    assert not any("10.99.0.1" in line for line in got)
+    after = {" ".join(rrs.record_text(r).split()) for r in rrs.zone_records(cache.zone.answers)}
+    assert after != before  # the change did happen meanwhile

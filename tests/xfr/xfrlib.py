@@ -1,0 +1,76 @@
+"""Manifests that tests rewrite, and transfer clients (dnspython and dig)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rdatatype
+
+ZONE = "clusterset.local"
+
+
+def headless(namespace: str, name: str, cluster: str, addresses: list[str]) -> str:
+    """One headless ServiceImport and its EndpointSlice, as YAML."""
+    endpoints = "\n".join(f'  - addresses: ["{a}"]\n    conditions:\n      ready: true'
+                          for a in addresses)
+    return f"""\
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  type: Headless
+  ports:
+    - name: http
+      protocol: TCP
+      port: 80
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-{cluster}
+  namespace: {namespace}
+  labels:
+    multicluster.kubernetes.io/service-name: {name}
+    multicluster.kubernetes.io/source-cluster: {cluster}
+addressType: IPv4
+ports:
+  - name: http
+    protocol: TCP
+    port: 80
+endpoints:
+{endpoints}
+"""
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def ixfr(host: str, port: int, serial: int, timeout: float = 10.0) -> list[dns.message.Message]:
+    """An IXFR from ``serial`` over TCP, every message of the reply (no TSIG)."""
+    return list(dns.query.xfr(host, ZONE, rdtype=dns.rdatatype.IXFR, serial=serial,
+                              port=port, timeout=timeout, relativize=False))
+
+
+def answer_lines(messages: list[dns.message.Message]) -> list[str]:
+    """The transfer's records in order, one ``name ttl IN TYPE rdata`` line each."""
+    return [f"{rrset.name} {rrset.ttl} IN {dns.rdatatype.to_text(rrset.rdtype)} {rdata}"
+            for message in messages for rrset in message.answer for rdata in rrset]
+
+
+def dig(*args: str) -> str:
+    return subprocess.run(["dig", *args], capture_output=True, text=True, timeout=60,
+                          check=False).stdout
+
+
+def dig_records(text: str) -> list[str]:
+    """dig's record lines (comments dropped), whitespace collapsed."""
+    return [" ".join(line.split()) for line in text.splitlines()
+            if line.strip() and not line.startswith(";")]
