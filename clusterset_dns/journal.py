@@ -55,7 +55,10 @@ class Journal:
     def record(self, old_serial: int, new_serial: int, changes: list[Change]) -> None:
         if self.diffs.maxlen == 0:
             return
-        if len(changes) > MAX_DIFF_KEYS:
+        # Not a step forward (RFC 1982): a worker's own start-up serial replaced by its
+        # parent's, which may be lower and may even equal one of the parent's later
+        # serials. History before it is not ours to replay: keep none of it.
+        if not 0 < (new_serial - old_serial) % 2**32 < 2**31 or len(changes) > MAX_DIFF_KEYS:
             self.diffs.clear()
             self.records = 0
             return

@@ -96,6 +96,29 @@ def test_journal_is_bounded_and_chains_serials() -> None:
     assert journal.since(12345, now) is None  # not one of ours (another replica's)
 
 
+def test_a_worker_journal_starts_at_its_parent_serial() -> None:
+    """A worker's own start-up serial (the time it started) can equal a serial its
+    parent hands out later. Its step back to the parent's serial must not stay in the
+    journal: an IXFR from that serial would replay the worker's empty start-up zone."""
+    parent = Cache(ZoneNames("clusterset.local"), 5)
+    worker, journal = journaled()
+    start = worker.zone.serial
+    parent.apply([SetSerial(start - 1)])
+    worker.apply([SetSerial(parent.zone.serial)])  # the snapshot: a step back
+    ops = [*headless("web", ["10.0.0.1"]), SetSynced(True)]
+    parent.apply([*ops, SetSerial(start)])  # the parent's load lands on `start`
+    worker.apply([*ops, SetSerial(parent.zone.serial)])
+    parent.apply(headless("web", ["10.0.0.2"]))
+    worker.apply([*headless("web", ["10.0.0.2"]), SetSerial(parent.zone.serial)])
+    chain = journal.since(start, worker.zone.serial)
+    assert chain is not None and [(d.old_serial, d.new_serial) for d in chain] == [
+        (start, worker.zone.serial)]
+    assert "web.ns.svc.clusterset.local. 5 IN A 10.0.0.2" in texts(chain[0].added)
+    assert "web.ns.svc.clusterset.local. 5 IN A 10.0.0.1" in texts(chain[0].removed)
+    back = journal.since(start - 1, worker.zone.serial)  # the empty zone: load, then change
+    assert back is not None and [d.old_serial for d in back] == [start - 1, start]
+
+
 def test_journal_of_zero_keeps_nothing() -> None:
     cache, journal = journaled(limit=0)
     cache.apply(headless("web", ["10.0.0.1"]))
