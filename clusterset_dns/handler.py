@@ -92,6 +92,7 @@ class Handler:
         self.negatives = zone.negatives  # the same too: cleared in place on every change
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
         self.stats = Stats()
+        self._rcodes = self.stats.rcodes  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
         # -> (UDP size limit, our OPT). Clients send a handful of distinct ones, so
@@ -128,8 +129,9 @@ class Handler:
                 key = question.lower()
                 ans = self.answers.get(key) or self.negatives.get(key) or self._negative(key)
                 if ans is not None and size + ans.size <= (TCP_MAX if tcp else _UDP_PLAIN):
-                    self.stats.rcodes[ans.rcode] += 1
-                    return data[:2] + ans.heads[variant] + question + ans.body
+                    self._rcodes[ans.rcode] += 1
+                    # One join: a chain of + copies the growing prefix at every step.
+                    return b"".join((data[:2], ans.heads[variant], question, ans.body))
             elif counts == _ONE_QUESTION_OPT:
                 tail = data[size - OPT_LEN :]
                 edns = self._tails.get(tail) or self._learn(tail)
@@ -139,9 +141,9 @@ class Handler:
                     ans = (self.answers.get(key) or self.negatives.get(key)
                            or self._negative(key))
                     if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
-                        self.stats.rcodes[ans.rcode] += 1
-                        return (data[:2] + ans.heads[_EDNS_VARIANT | variant] + question
-                                + ans.body + edns[1])
+                        self._rcodes[ans.rcode] += 1
+                        return b"".join((data[:2], ans.heads[_EDNS_VARIANT | variant],
+                                         question, ans.body, edns[1]))
         try:
             return self._slow(data, tcp)
         except Exception:  # a bug must cost one answer, never the server
