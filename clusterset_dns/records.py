@@ -104,8 +104,17 @@ class RecordBuilder:
     def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
              glue: dict[Labels, list[IP]]) -> None:
         """One SRV answer; ``targets`` is (target, port) de-duplicated, in order."""
-        enc = Encoder(owner)
         weight = srv_weight(len(targets))
+        wired = [(target, self._wire(target), port) for target, port in targets]
+        distinct = dict.fromkeys(target for target, _ in targets)
+        answer = wire.srv_answer(owner, self.ttl, weight, wired,
+                                 [(target, [ip.packed for ip in glue.get(target, ())])
+                                  for target in distinct])
+        if answer is not None:
+            self._store(out, question_key(owner, SRV), answer)
+            return
+        # Too large for every glue owner to be a pointer: the general encoder.
+        enc = Encoder(owner)
         for target, port in targets:
             enc.srv(0, owner, self.ttl, weight, port, target, self._wire(target))
         seen: set[Labels] = set()
