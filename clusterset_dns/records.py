@@ -67,11 +67,18 @@ class RecordBuilder:
     # -- helpers ---------------------------------------------------------------------
 
     def _exists(self, out: Built, owner: Labels) -> None:
-        """Marks the owner and every name between it and the apex as existing."""
+        """Marks the owner and every name between it and the apex as existing.
+
+        A name already marked had its ancestors marked with it, so the walk stops
+        there: the hundred endpoint names of a cluster share all but their first label."""
         name = self._wire(owner)
+        known = out.names
         offset = 0
         for label in owner[: len(owner) - len(self.zone.apex)]:
-            out.names.add(name[offset:])
+            suffix = name[offset:]
+            if suffix in known:
+                break
+            known.add(suffix)
             offset += len(label) + 1
 
     def _addresses(self, out: Built, owner: Labels, ips: list[IP]) -> None:
