@@ -59,6 +59,7 @@ class RecordBuilder:
         enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
         self.any_answer = enc.finish()
         self.cut = 0  # answers built too large for one message, cut to what fits
+        self._one_address = wire.heads(0, 1, 0, 0)
         self._address_heads = {
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
             6: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
@@ -87,6 +88,11 @@ class RecordBuilder:
         Every record's owner is the question itself (``C0 0C``), so the body is
         joined directly: this runs once per endpoint name, the bulk of a large zone."""
         key = self._wire(owner)
+        if len(ips) == 1:  # most endpoint names: one record, never cut
+            ip = ips[0]
+            out.answers[key + _QTYPE_CLASS[wire.A if ip.version == 4 else wire.AAAA]] = \
+                wire.Answer(self._one_address, self._address_heads[ip.version] + ip.packed, 0)
+            return
         for version, rtype in ((4, wire.A), (6, wire.AAAA)):
             family = [ip.packed for ip in ips if ip.version == version]
             if family:
