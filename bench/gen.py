@@ -16,15 +16,24 @@ from pathlib import Path
 # This checkout's clusterset_dns_testkit, whatever else is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterset_dns_testkit.bench.dataset import add_dataset_args, dataset_from_args, write_all
+from clusterset_dns_testkit.bench.dataset import (
+    MIXES,
+    add_dataset_args,
+    dataset_from_args,
+    write_all,
+)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("outdir", type=Path)
     add_dataset_args(p)
+    p.add_argument("--mix", default="standard",
+                   help="comma list of query mixes also written as queries-<mix>.bin/.txt "
+                        f"({', '.join(MIXES)}; standard)")
     a = p.parse_args()
-    info = write_all(a.outdir, dataset_from_args(a), a.queries, a.seed)
+    mixes = tuple(m.strip() for m in a.mix.split(",") if m.strip())
+    info = write_all(a.outdir, dataset_from_args(a), a.queries, a.seed, mixes)
     print(json.dumps(info, indent=1))
 
 

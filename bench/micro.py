@@ -66,11 +66,19 @@ def main() -> int:
                      ("db.demo.svc.clusterset.local", "SRV"),
                      ("nope.demo.svc.clusterset.local", "A")]
     mix = [packet(n, t, i % 2 == 1, i) for i, (n, t) in enumerate(questions)]
+    negative_file = args.queries.with_name("queries-negative.txt") if args.queries else None
+    if negative_file is not None and negative_file.exists():  # bench/gen.py --mix negative
+        lines = negative_file.read_text().split("\n")[:20000]
+        negatives = [tuple(line.split()[:2]) for line in lines if line.strip()]
+    else:
+        negatives = questions
     shapes = {
         "query-file mix": mix,
         "mix, no EDNS": [packet(n, t, False, i) for i, (n, t) in enumerate(questions)],
         "mix, EDNS": [packet(n, t, True, i) for i, (n, t) in enumerate(questions)],
+        "negative mix": [packet(n, t, i % 2 == 1, i) for i, (n, t) in enumerate(negatives)],
         "one name, A": [packet(questions[0][0], "A", False, 7)] * 1000,
+        "one typo, A": [packet("nope" + questions[0][0], "A", False, 7)] * 1000,
     }
     print(f"{len(cache.zone.answers)} answers, {len(questions)} distinct queries")
     for label, packets in shapes.items():

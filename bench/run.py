@@ -39,7 +39,7 @@ from clusterset_dns_testkit.bench.coredns import start_coredns
 from clusterset_dns_testkit.bench.knot import start_knot
 from clusterset_dns_testkit.bench.measure import bench_server, combine_rounds
 from clusterset_dns_testkit.bench.procs import system_cpu
-from clusterset_dns_testkit.bench.report import machine_meta, render
+from clusterset_dns_testkit.bench.report import fmt, machine_meta, render
 from clusterset_dns_testkit.bench.servers import Context, Server, ours_version, start_ours
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--namespaces", type=int, default=10)
     p.add_argument("--queries", type=int)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--mix", default="standard",
+                   help="comma list of query mixes, each measured for every server, "
+                        f"interleaved per round: {', '.join(dataset.MIXES)} (standard)")
     a = p.parse_args(argv)
     q = a.quick
     for name, full, quick in (("duration", 15.0, 5.0), ("warmup", 2.0, 1.0),
@@ -91,6 +94,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(a, name) is None:
             setattr(a, name, quick if q else full)
     return a
+
+
+def readme_rows(rows_by_mix: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> str:
+    """One table over every mix, in the README's columns."""
+    lines = [f"README rows ({meta['date']}, median of {meta['rounds']} round(s)):", "",
+             "| mix | server | queries/s | p50 ms | p99 ms (at half its max rate) "
+             "| CPU s / 100k answers | RSS MiB | q/s vs Knot | CPU vs Knot |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for mix, rows in rows_by_mix.items():
+        knot = next((r for r in rows if r["key"] == "knot" and r.get("qps")), None)
+        for r in rows:
+            if not r.get("qps"):
+                lines.append(f"| {mix} | {r['server']} | not measured | | | | | | |")
+                continue
+            q = f"{r['qps'] / knot['qps']:.2f}" if knot else "-"
+            c = (f"{r['cpu_s_per_100k'] / knot['cpu_s_per_100k']:.2f}"
+                 if knot and r["cpu_s_per_100k"] and knot["cpu_s_per_100k"] else "-")
+            bound = " (lower bound)" if r["dnsperf_busy_pct"] > 90 else ""
+            lines.append(
+                f"| {mix} | {r['server']} | {r['qps']:,.0f}{bound} | {fmt(r['p50_ms'], '.3f')} "
+                f"| {fmt(r['p99_ms'], '.3f')} | {fmt(r['cpu_s_per_100k'], '.3f')} "
+                f"| {r['rss_mib']:.1f} | {q} | {c} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +131,15 @@ def main(argv: list[str] | None = None) -> int:
         print("needs 2 cores (server on core 0, dnsperf on core 1)", file=sys.stderr)
         return 2
     wanted = [s.strip() for s in a.servers.split(",") if s.strip()]
+    mixes = [m.strip() for m in a.mix.split(",") if m.strip()]
+    if not mixes or any(m not in dataset.MIXES for m in mixes):
+        print(f"--mix {a.mix!r}: known mixes are {', '.join(dataset.MIXES)}", file=sys.stderr)
+        return 2
+    runs = a.rounds * len(wanted) * len(mixes)
     per_server = a.warmup + 2 * a.duration + 10
     worst = per_server + 2 * 60 + a.ready_timeout + a.wait_quiet + 60
-    log(f"plan: {a.rounds} round(s) x {len(wanted)} servers x ~{per_server:.0f} s "
-        f"(+ start/load time); bounded by {a.rounds * len(wanted) * worst:.0f} s at worst")
+    log(f"plan: {a.rounds} round(s) x {len(mixes)} mix(es) x {len(wanted)} servers x "
+        f"~{per_server:.0f} s (+ start/load time); bounded by {runs * worst:.0f} s at worst")
 
     s0 = system_cpu()
     time.sleep(1)
@@ -121,10 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="clusterset-dns-bench-"))
     try:
         ds = dataset.Dataset.build(a.imports, a.headless, a.endpoints, a.clusters, a.namespaces)
-        info = dataset.write_all(tmp, ds, a.queries, a.seed)
-        log(f"generated {info['n_objects']:,} objects, {info['n_queries']:,} queries in {tmp}")
-        qs = ds.queries(a.queries, a.seed)
-        nx_share = sum(1 for n, _ in qs if n.startswith(dataset.NX_PREFIXES)) / len(qs)
+        info = dataset.write_all(tmp, ds, a.queries, a.seed, tuple(mixes))
+        log(f"generated {info['n_objects']:,} objects, {info['n_queries']:,} queries a mix "
+            f"({', '.join(mixes)}) in {tmp}")
         ctx = Context(a, tmp, Path(info["objects"]), Path(info["queries_bin"]),
                       json.loads(Path(info["probes"]).read_text()), shlex.split(a.ours_cmd))
         try:
@@ -152,16 +182,23 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             print(f"unknown server(s) {unknown}; known: {', '.join(starters)}", file=sys.stderr)
             return 2
-        per_key: dict[str, list[dict[str, Any]]] = {k: [] for k in wanted}
+        # Every mix of every round measures every server in turn, so that a change in
+        # the machine's load moves all of them alike (the ratios vs Knot are the figures).
+        per_key: dict[tuple[str, str], list[dict[str, Any]]] = {
+            (m, k): [] for m in mixes for k in wanted}
         for rnd in range(a.rounds):
-            if a.rounds > 1:
-                log(f"##### round {rnd + 1} of {a.rounds}")
-            for key in wanted:
-                if per_key[key] and per_key[key][0].get("skipped"):
-                    continue  # not available: no point asking again
-                label, starter = starters[key]
-                per_key[key].append(bench_server(ctx, key, label, starter, nx_share))
-        rows = [combine_rounds(per_key[k]) for k in wanted]
+            for mix in mixes:
+                log(f"##### round {rnd + 1} of {a.rounds}, {mix} mix")
+                ctx.queries_bin = Path(info["mixes"][mix]["queries_bin"])
+                nx_share = info["mixes"][mix]["nx_share"]
+                for key in wanted:
+                    done = per_key[mix, key]
+                    if done and done[0].get("skipped"):
+                        continue  # not available: no point asking again
+                    label, starter = starters[key]
+                    done.append(bench_server(ctx, key, label, starter, nx_share))
+        rows_by_mix = {m: [combine_rounds(per_key[m, k]) for k in wanted] for m in mixes}
+        rows = [r | {"mix": m} for m, mix_rows in rows_by_mix.items() for r in mix_rows]
 
         now = dt.datetime.now(dt.UTC)
         meta = machine_meta() | {
@@ -178,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": a.rounds,
             "total_seconds": time.time() - t_start,
         }
-        md = render(rows, meta)
+        md = "\n".join(render(rows_by_mix[m], meta | {"mix": m, "mix_text": dataset.MIXES[m]})
+                       for m in mixes)
+        md += "\n" + readme_rows(rows_by_mix, meta)
         a.results.mkdir(parents=True, exist_ok=True)
         stem = now.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if a.quick else "")
         (a.results / f"{stem}.md").write_text(md)

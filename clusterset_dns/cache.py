@@ -124,6 +124,10 @@ class RebuildError(RuntimeError):
     every later update."""
 
 
+# Negative answers remembered between zone changes: bounded, since the names come
+# from clients; 16,384 keys of ~60 bytes cost about 2 MiB at most.
+NEGATIVES_CAP = 16_384
+
 # How a name stands in the zone (Zone.lookup).
 MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
 
@@ -154,6 +158,15 @@ class Zone:
     nodata: wire.Answer | None = None
     synced: bool = False
     serial: int = 0
+    # NXDOMAIN/NODATA answers the handler worked out, keyed like ``answers`` (at most
+    # NEGATIVES_CAP). They depend on the serial (the SOA in them), on which names
+    # exist and on ``synced``: :meth:`changed` empties them whenever any of these moves.
+    negatives: dict[bytes, wire.Answer] = field(default_factory=dict)
+
+    def changed(self) -> None:
+        """Called after every change to what the zone answers (the serial moves with
+        every rebuild; ``synced`` can flip without one)."""
+        self.negatives.clear()
 
     def lookup(self, name: bytes) -> int:
         """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
@@ -239,6 +252,7 @@ class Cache:
             self._forced_serial = op.serial & 0xFFFFFFFF
         else:
             self.zone.synced = op.synced
+            self.zone.changed()
 
     def _set_locality(self, op: SetClusterId | SetTopologyZone, dirty: set[ObjectKey]) -> None:
         builder = self.builder
@@ -442,6 +456,7 @@ class Cache:
         self._apex = self._swap(self._apex, apex)
         zone.nxdomain = self.builder.negative(serial, wire.NXDOMAIN)
         zone.nodata = self.builder.negative(serial, wire.NOERROR)
+        zone.changed()  # every change to names or answers passes here (a new serial)
 
     # -- reading ------------------------------------------------------------------------
 

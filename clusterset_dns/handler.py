@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 
 from clusterset_dns import wire
-from clusterset_dns.cache import EMPTY, HAS_RECORDS, Zone
+from clusterset_dns.cache import EMPTY, HAS_RECORDS, NEGATIVES_CAP, Zone
 from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
@@ -91,11 +91,13 @@ class Handler:
     def __init__(self, zone: Zone, udp_payload_cap: int) -> None:
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
+        self.negatives = zone.negatives  # the same too: cleared in place on every change
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
         self.stats = Stats()
         # Zone transfers are served (over TCP, by xfr): an IXFR over UDP then gets TC,
         # so that the client asks again over TCP, where access is checked.
         self.transfers = False
+        self._rcodes = self.stats.rcodes  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
         # -> (UDP size limit, our OPT). Clients send a handful of distinct ones, so
@@ -129,45 +131,62 @@ class Handler:
             variant = (data[2] & _RD_BIT) | ((data[3] & _CD_BIT) >> 3)  # = _variant(data)
             if counts == _ONE_QUESTION:
                 question = data[12:]
-                ans = self.answers.get(question.lower()) or self._negative(question)
+                key = question.lower()
+                ans = self.answers.get(key) or self.negatives.get(key) or self._negative(key)
                 if ans is not None and size + ans.size <= (TCP_MAX if tcp else _UDP_PLAIN):
-                    self.stats.rcodes[ans.rcode] += 1
-                    return data[:2] + ans.heads[variant] + question + ans.body
+                    self._rcodes[ans.rcode] += 1
+                    # One join: a chain of + copies the growing prefix at every step.
+                    return b"".join((data[:2], ans.heads[variant], question, ans.body))
             elif counts == _ONE_QUESTION_OPT:
                 tail = data[size - OPT_LEN :]
                 edns = self._tails.get(tail) or self._learn(tail)
                 if edns is not None:  # an option-less OPT of EDNS version 0
                     question = data[12 : size - OPT_LEN]
-                    ans = self.answers.get(question.lower()) or self._negative(question)
+                    key = question.lower()
+                    ans = (self.answers.get(key) or self.negatives.get(key)
+                           or self._negative(key))
                     if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
-                        self.stats.rcodes[ans.rcode] += 1
-                        return (data[:2] + ans.heads[_EDNS_VARIANT | variant] + question
-                                + ans.body + edns[1])
+                        self._rcodes[ans.rcode] += 1
+                        return b"".join((data[:2], ans.heads[_EDNS_VARIANT | variant],
+                                         question, ans.body, edns[1]))
         try:
             return self._slow(data, tcp)
         except Exception:  # a bug must cost one answer, never the server
             self.stats.dropped += 1
             return None
 
-    def _negative(self, question: bytes) -> Answer | None:
-        """NXDOMAIN or NODATA for a question that missed the answers, or None to let
-        the slow path decide (not a well-formed IN question, ANY, a transfer, outside
-        the zone, or not synced yet)."""
-        size = len(question)
-        if size < 5 or question[size - 2 :] != b"\x00\x01":
+    def _negative(self, key: bytes) -> Answer | None:
+        """NXDOMAIN or NODATA for a lower-cased question that missed the answers and
+        the remembered negatives, or None to let the slow path decide (not a
+        well-formed IN question, ANY, a transfer, outside the zone, or not synced yet).
+        What it finds is remembered in ``zone.negatives``, so that the same miss costs
+        one look-up next time (a typo repeated by every client's retries and search
+        list)."""
+        size = len(key)
+        if size < 5 or key[size - 2 :] != b"\x00\x01":
             return None  # malformed, or a class other than IN
-        if question[size - 4] == 0 and question[size - 3] in _SLOW_TYPES:
+        if key[size - 4] == 0 and key[size - 3] in _SLOW_TYPES:
             return None
-        walked = walk_name(question, 0)
+        walked = walk_name(key, 0)
         if walked is None or walked[1] != size - 4:
             return None
-        name = question[: size - 4].lower()
+        name = key[: size - 4]
         zone = self.zone
         if zone.exists(name):
-            return zone.nodata
-        if zone.synced and self._in_zone(name, walked[0], 0):
-            return zone.nxdomain
-        return None
+            ans = zone.nodata
+        elif zone.synced and self._in_zone(name, walked[0], 0):
+            ans = zone.nxdomain
+        else:
+            return None
+        if ans is None:
+            return None  # not before the first serial (never, once Cache is built)
+        negatives = self.negatives
+        if len(negatives) >= NEGATIVES_CAP:
+            # Full (a flood of random names): start over, so that what is asked now
+            # gets remembered rather than what was asked first.
+            negatives.clear()
+        negatives[key] = ans
+        return ans
 
     # -- everything else ------------------------------------------------------------------
 

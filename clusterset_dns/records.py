@@ -63,6 +63,7 @@ class RecordBuilder:
         # Set through the cache (SetClusterId, SetTopologyZone), which rebuilds.
         self.cluster_id: str | None = None
         self.topology_zone: str | None = None
+        self._one_address = wire.heads(0, 1, 0, 0)
         self._address_heads = {
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
             6: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
@@ -71,11 +72,18 @@ class RecordBuilder:
     # -- helpers ---------------------------------------------------------------------
 
     def _exists(self, out: Built, owner: Labels) -> None:
-        """Marks the owner and every name between it and the apex as existing."""
+        """Marks the owner and every name between it and the apex as existing.
+
+        A name already marked had its ancestors marked with it, so the walk stops
+        there: the hundred endpoint names of a cluster share all but their first label."""
         name = self._wire(owner)
+        known = out.names
         offset = 0
         for label in owner[: len(owner) - len(self.zone.apex)]:
-            out.names.add(name[offset:])
+            suffix = name[offset:]
+            if suffix in known:
+                break
+            known.add(suffix)
             offset += len(label) + 1
 
     def _addresses(self, out: Built, owner: Labels, ips: list[IP]) -> None:
@@ -84,6 +92,11 @@ class RecordBuilder:
         Every record's owner is the question itself (``C0 0C``), so the body is
         joined directly: this runs once per endpoint name, the bulk of a large zone."""
         key = self._wire(owner)
+        if len(ips) == 1:  # most endpoint names: one record, never cut
+            ip = ips[0]
+            out.answers[key + _QTYPE_CLASS[wire.A if ip.version == 4 else wire.AAAA]] = \
+                wire.Answer(self._one_address, self._address_heads[ip.version] + ip.packed, 0)
+            return
         for version, rtype in ((4, wire.A), (6, wire.AAAA)):
             family = [ip.packed for ip in ips if ip.version == version]
             if family:
@@ -108,8 +121,17 @@ class RecordBuilder:
     def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
              glue: dict[Labels, list[IP]]) -> None:
         """One SRV answer; ``targets`` is (target, port) de-duplicated, in order."""
-        enc = Encoder(owner)
         weight = srv_weight(len(targets))
+        wired = [(target, self._wire(target), port) for target, port in targets]
+        distinct = dict.fromkeys(target for target, _ in targets)
+        answer = wire.srv_answer(owner, self.ttl, weight, wired,
+                                 [(target, [ip.packed for ip in glue.get(target, ())])
+                                  for target in distinct])
+        if answer is not None:
+            self._store(out, question_key(owner, SRV), answer)
+            return
+        # Too large for every glue owner to be a pointer: the general encoder.
+        enc = Encoder(owner)
         for target, port in targets:
             enc.srv(0, owner, self.ttl, weight, port, target, self._wire(target))
         seen: set[Labels] = set()

@@ -183,19 +183,21 @@ class BatchReader:
         offset = _DATA_OFFSET
         assert offset is not None
         keep: list[bytes] = []  # the replies must outlive sendmmsg: tx points into them
+        append = keep.append
+        j = 0  # replies so far (= len(keep))
         for i in range(count):
             start = i * MAX_QUERY
             response = handle(view[start:start + rx32[i * 16 + 14]].tobytes(), False)  # msg_len
             if response is None:
                 continue
-            j = len(keep)
-            keep.append(response)
+            append(response)
             iov64[2 * j] = id(response) + offset  # iov_base: the reply, in place
             iov64[2 * j + 1] = len(response)  # iov_len
             tx64[8 * j] = name_at[i]  # msg_name: the peer's address as received
             tx32[16 * j + 2] = rx32[16 * i + 2]  # msg_namelen
-        if keep:
-            self._send(len(keep))
+            j += 1
+        if j:
+            self._send(j)
 
     def _send(self, total: int) -> None:
         """sendmmsg until every reply went or failed; a failed reply is dropped, as a

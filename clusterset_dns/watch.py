@@ -48,6 +48,7 @@ from clusterset_dns.kube import (
     KubeConfigError,
     KubeError,
     MalformedResponse,
+    Page,
     event_of,
     page_of,
 )
@@ -162,6 +163,22 @@ class Reflector:
             self.invalid(convert.kind_of(obj) or self.resource.op_kind)
             return None
 
+    def _convert_page(self, page: Page, found: dict[ObjectKey, object | None]) -> int:
+        """Converts one list page into ``found``; returns how many objects it held.
+        Page by page: only the cut-down models outlive a page, so the raw objects of
+        a large list never all sit in memory at once."""
+        for obj in page.items:
+            converted = self._convert(obj)
+            if converted is None:
+                invalid_key = _safe_key(obj)
+                if invalid_key is not None and invalid_key in self.known:
+                    # invalid now: keep serving its last valid state
+                    found[invalid_key] = self.known[invalid_key]
+                continue
+            key, model = converted
+            found[key] = model
+        return len(page.items)
+
     def _params(self) -> dict[str, Any]:
         params = {"labelSelector": self.resource.selector} if self.resource.selector else {}
         if self.resource.field_selector:
@@ -174,26 +191,24 @@ class Reflector:
         params: dict[str, Any] = {"limit": PAGE_SIZE, **self._params()}
         found: dict[ObjectKey, object | None] = {}
         count = 0
-        while True:
-            page = page_of(await self.client.get(self.resource.path, params))
-            # Convert page by page: only the cut-down models outlive a page, so the
-            # raw objects of a large list never all sit in memory at once.
-            for obj in page.items:
-                count += 1
-                converted = self._convert(obj)
-                if converted is None:
-                    invalid_key = _safe_key(obj)
-                    if invalid_key is not None and invalid_key in self.known:
-                        # invalid now: keep serving its last valid state
-                        found[invalid_key] = self.known[invalid_key]
-                    continue
-                key, model = converted
-                found[key] = model
-            token, version = page.continue_token, page.resource_version
-            del page
-            if not token:
-                break
-            params["continue"] = token
+        path = self.resource.path
+        # The next page is asked for before this one is converted: the API server
+        # (another process, another core) prepares it meanwhile.
+        fetch = asyncio.ensure_future(self.client.get(path, params))
+        try:
+            while True:
+                page = page_of(await fetch)
+                token, version = page.continue_token, page.resource_version
+                if token:
+                    fetch = asyncio.ensure_future(
+                        self.client.get(path, {**params, "continue": token}))
+                count += self._convert_page(page, found)
+                del page
+                if not token:
+                    break
+        finally:
+            if not fetch.done():
+                fetch.cancel()  # the relist was cancelled (stop) while a page was asked
         if self.listed:
             self._count_drift(found, reason)
         ops: list[Op] = []

@@ -29,6 +29,11 @@ Query mix (of ``--queries`` questions, default 100,000):
              a namespace that exists, or a namespace that does not
 =====  ==========================================================
 
+The ``negative`` mix (``queries-negative.bin``/``.txt``) moves 5% of the
+ClusterSetIP A questions to NODATA questions: AAAA for a headless service or
+one of its endpoints (their endpoints are IPv4 only), so that with the 5%
+NXDOMAIN about 10% of the answers are negative.
+
 ``python bench/gen.py OUTDIR`` writes the files (see there for the options).
 """
 
@@ -48,6 +53,10 @@ QTYPES = {"A": 1, "AAAA": 28, "SRV": 33, "TXT": 16, "SOA": 6, "NS": 2}
 EDNS_UDP_SIZE = 1232
 MAX_ENDPOINTS_PER_SLICE = 100  # the EndpointSlice controller's default
 NX_PREFIXES = ("missing-", "svc-00001.nons-")  # the names of the NXDOMAIN questions
+MIXES = {  # name -> what the report says of it
+    "standard": "80% A, 5% AAAA, 10% SRV, 5% NXDOMAIN",
+    "negative": "75% A, 5% AAAA, 10% SRV, 5% NODATA (AAAA of IPv4-only names), 5% NXDOMAIN",
+}
 
 SVC_PORTS = [
     {"name": "http", "protocol": "TCP", "port": 80},
@@ -190,13 +199,19 @@ class Dataset:
         return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
     # ---- queries ----------------------------------------------------------
-    def queries(self, total: int, seed: int) -> list[tuple[str, str]]:
-        """The shuffled (qname, qtype) list with the documented mix."""
+    def queries(self, total: int, seed: int, mix_name: str = "standard"
+                ) -> list[tuple[str, str]]:
+        """The shuffled (qname, qtype) list with the documented mix (see MIXES)."""
+        if mix_name not in MIXES:
+            raise ValueError(f"unknown query mix {mix_name!r}; known: {', '.join(MIXES)}")
         rng = random.Random(seed)
         have_hl = bool(self.headless_services)
+        if mix_name == "negative" and not have_hl:
+            raise ValueError("the negative mix needs headless imports (IPv4-only names)")
+        nodata = 5.0 if mix_name == "negative" else 0.0
         # (weight, generator) - weights in percent of all queries
         mix: list[tuple[float, str]] = [
-            (70.0 if have_hl else 80.0, "svc_a"),
+            (70.0 - nodata if have_hl else 80.0, "svc_a"),
             (5.0, "svc_aaaa"),
             (4.0 if have_hl else 6.0, "svc_srv_named"),
             (2.0 if have_hl else 4.0, "svc_srv_bare"),
@@ -204,6 +219,8 @@ class Dataset:
         ]
         if have_hl:
             mix += [(5.0, "hl_a"), (5.0, "ep_a"), (2.0, "hl_srv_named"), (2.0, "hl_srv_bare")]
+        if nodata:
+            mix.append((nodata, "nodata"))
         counts = [int(total * w / 100.0) for w, _ in mix]
         counts[0] += total - sum(counts)
         out: list[tuple[str, str]] = []
@@ -223,13 +240,17 @@ class Dataset:
                 "svc_srv_named": ("_http._tcp." + fq, "SRV"),
                 "svc_srv_bare": (fq, "SRV"),
             }[kind]
-        if kind in ("hl_a", "hl_srv_named", "hl_srv_bare", "ep_a"):
+        if kind in ("hl_a", "hl_srv_named", "hl_srv_bare", "ep_a", "nodata"):
             h = rng.choice(self.headless_services)
             fq = self.svc_fqdn(h.name, h.namespace)
-            if kind == "ep_a":
+            if kind == "nodata":  # half the service, half an endpoint: IPv4 only
+                if rng.randrange(2):
+                    return (fq, "AAAA")
+                kind = "ep_aaaa"
+            if kind in ("ep_a", "ep_aaaa"):
                 cluster = rng.choice(sorted(h.clusters))
                 ep = rng.choice(h.clusters[cluster])
-                return (f"{ep.hostname}.{cluster}.{fq}", "A")
+                return (f"{ep.hostname}.{cluster}.{fq}", "A" if kind == "ep_a" else "AAAA")
             return {
                 "hl_a": (fq, "A"),
                 "hl_srv_named": ("_http._tcp." + fq, "SRV"),
@@ -315,12 +336,29 @@ def binary_file(queries: list[tuple[str, str]], seed: int) -> Iterator[bytes]:
         yield struct.pack("!H", len(m)) + m
 
 
+def write_queries(outdir: Path, ds: Dataset, total_queries: int, seed: int,
+                  mix_name: str) -> dict[str, Any]:
+    """queries-<mix>.bin/.txt (for the standard mix also queries.bin/.txt, the names
+    other tools read): the file names and the mix's NXDOMAIN share."""
+    qs = ds.queries(total_queries, seed, mix_name)
+    txt, binary = outdir / f"queries-{mix_name}.txt", outdir / f"queries-{mix_name}.bin"
+    with open(txt, "w") as f:
+        f.writelines(f"{n} {t}\n" for n, t in qs)
+    with open(binary, "wb") as f:
+        f.writelines(binary_file(qs, seed))
+    nx = sum(1 for n, _ in qs if n.startswith(NX_PREFIXES)) / len(qs)
+    return {"queries_txt": str(txt), "queries_bin": str(binary), "nx_share": nx,
+            "n_queries": len(qs)}
+
+
 def write_all(
     outdir: Path,
     ds: Dataset,
     total_queries: int = 100_000,
     seed: int = 1,
+    mixes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """The standard files, and ``info["mixes"][name]`` for each of ``mixes``."""
     outdir.mkdir(parents=True, exist_ok=True)
     objects = ds.objects()
     with open(outdir / "objects.json", "w") as f:
@@ -332,6 +370,7 @@ def write_all(
         f.writelines(binary_file(qs, seed))
     with open(outdir / "probes.json", "w") as f:
         json.dump(ds.probes(), f, indent=1)
+    mixes_info = {m: write_queries(outdir, ds, total_queries, seed, m) for m in mixes}
     n_items = len(objects["items"])
     return {
         "objects": str(outdir / "objects.json"),
@@ -346,6 +385,7 @@ def write_all(
         "clusters": ds.clusters,
         "namespaces": ds.namespaces,
         "seed": seed,
+        "mixes": mixes_info,
     }
 
 

@@ -20,7 +20,7 @@ def fmt(v: float | None, spec: str) -> str:
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     knot = next((r for r in rows if r["key"] == "knot" and r.get("qps")), None)
     lines = [
-        f"# clusterset-dns benchmark, {meta['date']}",
+        f"# clusterset-dns benchmark, {meta['date']}, {meta.get('mix', 'standard')} mix",
         "",
         f"- machine: {meta['cpu_model']}, {meta['cpus']} CPUs, kernel {meta['kernel']}",
         f"- dnsperf {meta['dnsperf']}, {meta['knot'] or 'knotd not installed'}, "
@@ -29,7 +29,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{meta['dataset']['headless']:,} headless x {meta['dataset']['endpoints']} endpoints "
         f"over {meta['dataset']['clusters']} clusters, {meta['dataset']['namespaces']} namespaces "
         f"({meta['dataset']['n_objects']:,} objects)",
-        f"- queries: {meta['dataset']['n_queries']:,} (80% A, 5% AAAA, 10% SRV, 5% NXDOMAIN; "
+        f"- queries: {meta['dataset']['n_queries']:,} "
+        f"({meta.get('mix_text', '80% A, 5% AAAA, 10% SRV, 5% NXDOMAIN')}; "
         f"half with EDNS0), looped; dnsperf {meta['dnsperf_args']} on core {CLIENT_CORE}; "
         f"server on core {SERVER_CORE} (2 workers: cores {SERVER_CORES_2})",
         f"- {meta['duration']:g} s at full speed, then {meta['duration']:g} s at half that "

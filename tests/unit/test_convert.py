@@ -282,3 +282,23 @@ def test_fork_group_when_configured() -> None:
 ])
 def test_describe(obj: dict[str, Any], text: str) -> None:
     assert convert.describe(obj) == text
+
+
+# The IPv4 fast path (inet_pton) must accept and reject exactly what ipaddress does.
+ADDRESS_TEXTS = ["10.1.2.3", "0.0.0.0", "255.255.255.255", " 10.1.2.3 ", "01.2.3.4",
+                 "1.2.3.04", "000.1.2.3", "256.1.1.1", "1.2.3", "1.2.3.4.5", "1..3.4",
+                 "+1.2.3.4", "0x1.2.3.4", "1.2.3.4\x00", "\u0661.2.3.4", "1.2.3.4/32",
+                 "fd00::1", "::ffff:1.2.3.4", "fe80::1%eth0", "", "yes", "1 .2.3.4"]
+
+
+@pytest.mark.parametrize("text", ADDRESS_TEXTS)
+def test_address_parsing_matches_ipaddress(text: str) -> None:
+    try:
+        expected: object = ip_address(text.strip())
+    except ValueError:
+        expected = None
+    if getattr(expected, "scope_id", None):
+        expected = None
+    found = convert._ip(text)
+    assert found == expected
+    assert type(found) is type(expected)
