@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 
 from clusterset_dns import wire
-from clusterset_dns.cache import EMPTY, HAS_RECORDS, NEGATIVES_CAP, Zone
+from clusterset_dns.cache import EMPTY, HAS_RECORDS, NEGATIVES_CAP, RESPONSES_CAP, Zone
 from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
@@ -92,6 +92,7 @@ class Handler:
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
         self.negatives = zone.negatives  # the same too: cleared in place on every change
+        self.responses = zone.responses  # and this one
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
         self.stats = Stats()
         # Zone transfers are served (over TCP, by xfr): an IXFR over UDP then gets TC,
@@ -125,6 +126,13 @@ class Handler:
         question and OPT come back, the answer's body is added), so the size check is
         one addition; anything larger takes the slow path, which picks a smaller form
         of the answer (RFC 2181 9)."""
+        # A query seen before since the last zone change: its response, but for the ID.
+        # The key is every byte after the ID, so any difference (flags, case, EDNS
+        # payload size) is a different key, worked out below.
+        hit = self.responses.get(data[2:])
+        if hit is not None:
+            self._rcodes[hit[1]] += 1
+            return data[:2] + hit[0]
         size = len(data)
         if size > 16 and not data[2] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
             counts = data[4:12]
@@ -136,7 +144,10 @@ class Handler:
                 if ans is not None and size + ans.size <= (TCP_MAX if tcp else _UDP_PLAIN):
                     self._rcodes[ans.rcode] += 1
                     # One join: a chain of + copies the growing prefix at every step.
-                    return b"".join((data[:2], ans.heads[variant], question, ans.body))
+                    tail = b"".join((ans.heads[variant], question, ans.body))
+                    if not tcp:  # (a TCP answer may be too large for UDP)
+                        self._remember(data[2:], tail, ans.rcode)
+                    return data[:2] + tail
             elif counts == _ONE_QUESTION_OPT:
                 tail = data[size - OPT_LEN :]
                 edns = self._tails.get(tail) or self._learn(tail)
@@ -147,13 +158,22 @@ class Handler:
                            or self._negative(key))
                     if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
                         self._rcodes[ans.rcode] += 1
-                        return b"".join((data[:2], ans.heads[_EDNS_VARIANT | variant],
-                                         question, ans.body, edns[1]))
+                        tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
+                                         ans.body, edns[1]))
+                        if not tcp:
+                            self._remember(data[2:], tail, ans.rcode)
+                        return data[:2] + tail
         try:
             return self._slow(data, tcp)
         except Exception:  # a bug must cost one answer, never the server
             self.stats.dropped += 1
             return None
+
+    def _remember(self, query: bytes, tail: bytes, rcode: int) -> None:
+        responses = self.responses
+        if len(responses) >= RESPONSES_CAP:
+            responses.clear()  # full (a flood of distinct queries): start over, as below
+        responses[query] = (tail, rcode)
 
     def _negative(self, key: bytes) -> Answer | None:
         """NXDOMAIN or NODATA for a lower-cased question that missed the answers and
