@@ -21,9 +21,9 @@ import socket
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clusterset_dns import convert, logs, metrics, workers, xfr
+from clusterset_dns import convert, logs, metrics, workers
 from clusterset_dns.cache import (
     Cache,
     Op,
@@ -40,8 +40,10 @@ from clusterset_dns.health import HTTPEndpoints, Route
 from clusterset_dns.journal import Journal
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
-from clusterset_dns.notify import Notifier
 from clusterset_dns.server import DNSServer
+
+if TYPE_CHECKING:
+    from clusterset_dns import xfr
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,9 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
     handler = Handler(cache.zone, config.edns_udp_size)
     transfers = journal = None
     if config.allow_transfer:
+        # Imported only when transfers are on: dnspython costs ~9 MiB and ~20 ms of
+        # start-up that a server without transfers never uses.
+        from clusterset_dns import xfr
         journal = Journal(config.journal_changes)
         cache.on_change = journal.record
         key = xfr.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
@@ -177,6 +182,7 @@ async def serve(config: Config) -> int:
         lambda: journal.records if journal is not None else 0))
     notifier = None
     if config.notify:
+        from clusterset_dns.notify import Notifier  # dnspython: only when used
         notifier = Notifier(config.zone, config.notify, lambda: cache.zone.serial,
                             state.transfers.key if state.transfers else None,
                             lambda result: metrics.notifies.labels(result).inc())
@@ -280,6 +286,7 @@ def _process_setup(config: Config) -> None:
 def run(config: Config) -> int:
     _process_setup(config)
     if config.transfer_tsig_key is not None:
+        from clusterset_dns import xfr
         try:  # read once here: a bad key file stops the start with one line
             xfr.load_key(config.transfer_tsig_key)
         except ConfigError as exc:
