@@ -78,7 +78,8 @@ class ProcessState:
                          reuse_port=reuse_port, udp_io=config.udp_io,
                          max_tcp_connections=config.max_tcp_connections,
                          stats=self.handler.stats,
-                         transfer=self.transfers.start if self.transfers else None)
+                         transfer=self.transfers.start if self.transfers else None,
+                         peer_handle=self.handler.ixfr_udp if self.transfers else None)
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
@@ -103,6 +104,7 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
         transfers = xfr.Transfers(cache.zone, journal, config.allow_transfer, key,
                                   xfr.Counts(handler.stats.transfers))
         handler.transfers = True
+        handler.udp_transfer = transfers.udp
     return ProcessState(stop, cache, handler, transfers, journal)
 
 

@@ -11,6 +11,7 @@ Nothing here raises: a malformed packet gets FORMERR or is dropped.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from clusterset_dns import wire
 from clusterset_dns.cache import EMPTY, HAS_RECORDS, NEGATIVES_CAP, RESPONSES_CAP, Zone
@@ -35,6 +36,13 @@ _MAX_TAILS = 1024  # distinct OPT tails remembered (bounded: they come from clie
 _UDP_PLAIN = 512  # a UDP answer to a query without EDNS (RFC 1035 4.2.1)
 _MAX_NAME = 255
 _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
+
+# What handle() returns for an IXFR over UDP when transfers are served: the transport
+# asks again through ixfr_udp() with the peer's address (access control needs it).
+PEER_NEEDED = b""
+# (query, peer address, UDP size limit) -> the whole IXFR response in one message, or
+# None when it does not fit (see xfr.Transfers.udp)
+UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
 
 Edns = tuple[int, int, int]  # (UDP payload size, version, DO bit) of a query's OPT
 
@@ -98,6 +106,7 @@ class Handler:
         # Zone transfers are served (over TCP, by xfr): an IXFR over UDP then gets TC,
         # so that the client asks again over TCP, where access is checked.
         self.transfers = False
+        self.udp_transfer: UdpTransfer | None = None  # set with transfers (app)
         self._rcodes = self.stats.rcodes  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
@@ -210,7 +219,15 @@ class Handler:
 
     # -- everything else ------------------------------------------------------------------
 
-    def _slow(self, data: bytes, tcp: bool) -> bytes | None:
+    def ixfr_udp(self, data: bytes, peer: str) -> bytes | None:
+        """The answer to a UDP query for which handle() returned PEER_NEEDED."""
+        try:
+            return self._slow(data, False, peer)
+        except Exception:  # a bug must cost one answer, never the server
+            self.stats.dropped += 1
+            return None
+
+    def _slow(self, data: bytes, tcp: bool, peer: str | None = None) -> bytes | None:
         size = len(data)
         if size < 12:
             self.stats.dropped += 1
@@ -244,6 +261,13 @@ class Handler:
             limit = max(_UDP_PLAIN, min(edns[0], self.cap))
         qtype, qclass = struct.unpack_from("!HH", question, len(question) - 4)
         if qtype == wire.IXFR and self.transfers and not tcp and qclass == wire.CLASS_IN:
+            # Over UDP only when it fits the client's limit (RFC 1995 2), else TC.
+            if self.udp_transfer is not None:
+                if peer is None:
+                    return PEER_NEEDED
+                answer = self.udp_transfer(data, peer, limit)
+                if answer is not None:
+                    return answer
             self.stats.truncated += 1
             head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
             return qid + head + question + (self._opt[edns[2]] if edns else b"")

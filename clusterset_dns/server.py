@@ -17,6 +17,8 @@ from clusterset_dns import udpbatch
 log = logging.getLogger(__name__)
 
 Handle = Callable[[bytes, bool], "bytes | None"]
+# (query, peer address) -> response: a UDP query the handler answers only knowing the peer
+PeerHandle = udpbatch.PeerHandle
 # A zone transfer: (message, peer address, the connection to send through) -> None
 # when the message is not a transfer, else the coroutine that sends it.
 Transfer = Callable[[bytes, str, "TCPProtocol"], "Coroutine[Any, Any, None] | None"]
@@ -77,9 +79,11 @@ class UDPReader:
     BATCH = udpbatch.BATCH  # then yield to the loop, so a flood cannot starve the watch
     MAX_QUERY = udpbatch.MAX_QUERY
 
-    def __init__(self, sock: socket.socket, handle: Handle) -> None:
+    def __init__(self, sock: socket.socket, handle: Handle,
+                 peer_handle: PeerHandle | None = None) -> None:
         self.sock = sock
         self.handle = handle
+        self.peer_handle = peer_handle
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.add_reader(self.sock.fileno(), self._readable)
@@ -101,6 +105,10 @@ class UDPReader:
                 continue
             response = handle(data, False)
             if response is not None:
+                if not response and self.peer_handle is not None:  # PEER_NEEDED: an IXFR
+                    response = self.peer_handle(data, addr[0])
+                    if response is None:
+                        continue
                 try:
                     sendto(response, addr)
                 except OSError as exc:  # send buffer full: UDP may drop, the client retries
@@ -110,17 +118,18 @@ class UDPReader:
 UDPIO = ("auto", "batched", "plain")
 
 
-def udp_reader(sock: socket.socket, handle: Handle, mode: str) -> UDPReader | udpbatch.BatchReader:
+def udp_reader(sock: socket.socket, handle: Handle, mode: str,
+               peer_handle: PeerHandle | None = None) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
     batched where the system has it, else plain."""
     if mode != "plain":
         reason = udpbatch.available()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle)
+            return udpbatch.BatchReader(sock, handle, peer_handle)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
-    return UDPReader(sock, handle)
+    return UDPReader(sock, handle, peer_handle)
 
 
 class ConnectionStats(Protocol):
@@ -384,11 +393,13 @@ class DNSServer:
 
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
-                 stats: ConnectionStats | None = None, transfer: Transfer | None = None) -> None:
+                 stats: ConnectionStats | None = None, transfer: Transfer | None = None,
+                 peer_handle: PeerHandle | None = None) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
         ``transfer``: zone transfers over TCP (None: the handler refuses them)."""
         self.handle = handle
         self.transfer = transfer
+        self.peer_handle = peer_handle  # IXFR over UDP (see handler.PEER_NEEDED)
         self.udp_io = udp_io
         self.listen = listen
         self.tcp_idle_timeout = tcp_idle_timeout
@@ -413,7 +424,7 @@ class DNSServer:
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
-            reader = udp_reader(udp, self.handle, self.udp_io)
+            reader = udp_reader(udp, self.handle, self.udp_io, self.peer_handle)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

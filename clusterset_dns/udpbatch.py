@@ -22,6 +22,7 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 Handle = Callable[[bytes, bool], "bytes | None"]
+PeerHandle = Callable[[bytes, str], "bytes | None"]
 
 BATCH = 64  # datagrams per wake-up; then yield to the loop so a flood cannot starve the watch
 MAX_QUERY = 4096  # a DNS query over UDP is a few hundred bytes at most
@@ -117,7 +118,8 @@ class BatchReader:
 
     kind = "recvmmsg/sendmmsg"
 
-    def __init__(self, sock: socket.socket, handle: Handle) -> None:
+    def __init__(self, sock: socket.socket, handle: Handle,
+                 peer_handle: PeerHandle | None = None) -> None:
         reason = available()
         if reason is not None:
             raise OSError(errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
@@ -125,6 +127,7 @@ class BatchReader:
         self.sock = sock
         self.fd = sock.fileno()
         self.handle = handle
+        self.peer_handle = peer_handle
         self.recvmmsg = _calls.recvmmsg
         self.sendmmsg = _calls.sendmmsg
         # One contiguous block per kind of buffer; slot i of each belongs to datagram i.
@@ -187,9 +190,15 @@ class BatchReader:
         j = 0  # replies so far (= len(keep))
         for i in range(count):
             start = i * MAX_QUERY
-            response = handle(view[start:start + rx32[i * 16 + 14]].tobytes(), False)  # msg_len
-            if response is None:
-                continue
+            query = view[start:start + rx32[i * 16 + 14]].tobytes()  # msg_len
+            response = handle(query, False)
+            if not response:
+                if response is None or self.peer_handle is None:
+                    continue
+                # PEER_NEEDED (an IXFR): rare, so the address is decoded only here
+                response = self.peer_handle(query, self._peer(i))
+                if response is None:
+                    continue
             append(response)
             iov64[2 * j] = id(response) + offset  # iov_base: the reply, in place
             iov64[2 * j + 1] = len(response)  # iov_len
@@ -198,6 +207,16 @@ class BatchReader:
             j += 1
         if j:
             self._send(j)
+
+    def _peer(self, i: int) -> str:
+        """The address of datagram ``i``'s sender, as text (sockaddr_in / sockaddr_in6)."""
+        raw = ctypes.string_at(self.name_at[i], ADDR_SIZE)
+        family = int.from_bytes(raw[:2], sys.byteorder)
+        if family == socket.AF_INET:
+            return socket.inet_ntop(socket.AF_INET, raw[4:8])
+        if family == socket.AF_INET6:
+            return socket.inet_ntop(socket.AF_INET6, raw[8:24])
+        return ""
 
     def _send(self, total: int) -> None:
         """sendmmsg until every reply went or failed; a failed reply is dropped, as a

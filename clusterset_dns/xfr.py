@@ -221,6 +221,24 @@ class Transfers:
             return None
         return self._run(message, qtype, peer, sender)
 
+    def udp(self, message: bytes, peer: str, limit: int) -> bytes | None:
+        """An IXFR over UDP: the answer when it is one message of at most ``limit``
+        bytes (an error, up to date, or a small difference), else None (the handler
+        answers TC and the client asks again over TCP). Same checks as over TCP."""
+        collect = _Collect(limit)
+        run = self._run(message, wire.IXFR, peer, collect)
+        try:
+            run.send(None)  # the collector never suspends: this runs it to the end
+        except StopIteration:
+            pass
+        except _TooBig:
+            self.counts.add("ixfr", "udp-truncated")
+            return None
+        else:
+            run.close()
+            return None
+        return collect.messages[0] if len(collect.messages) == 1 else None
+
     def allowed(self, peer: str) -> bool:
         try:
             address = ip_address(peer.split("%")[0])
@@ -331,6 +349,23 @@ class Transfers:
                                                 len(rdata)) + rdata)
         arcount = struct.unpack_from("!H", message, 10)[0] + 1
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record, ctx
+
+
+class _TooBig(Exception):
+    """An IXFR over UDP grew past one message of the client's limit."""
+
+
+class _Collect:
+    """A Sender for UDP: keeps the one message that fits, stops the transfer otherwise."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.messages: list[bytes] = []
+
+    async def send(self, message: bytes) -> None:
+        if self.messages or len(message) > self.limit:
+            raise _TooBig
+        self.messages.append(message)
 
 
 def _wire_name(name: dns.name.Name) -> bytes:

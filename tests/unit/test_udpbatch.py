@@ -233,3 +233,32 @@ def test_mode_choice(mode: str, kind: str) -> None:
 def test_layout_is_checked() -> None:
     assert udpbatch._layout() == udpbatch._EXPECTED_LAYOUT
     assert bytes.__basicsize__ - 1 == udpbatch._DATA_OFFSET
+
+
+def test_a_peer_needed_reply_is_answered_with_the_senders_address(
+        clients: Callable[[str], socket.socket]) -> None:
+    """handle() returns b"" (handler.PEER_NEEDED) for an IXFR: the reader asks again with
+    the sender's address, decoded from each family's sockaddr, IPv4 and IPv6 in one batch."""
+    if not has_ipv6_loopback():
+        pytest.skip("no ::1 here")
+    seen: list[tuple[bytes, str]] = []
+
+    def peer_handle(data: bytes, peer: str) -> bytes | None:
+        seen.append((data, peer))
+        return None if data.endswith(b"-none") else b"peer:" + peer.encode()
+
+    sock = make_socket("::", 0, socket.SOCK_DGRAM, reuse_port=False)
+    reader = udpbatch.BatchReader(sock, lambda d, tcp: b"" if d.startswith(b"ixfr") else
+                                  echo(d, tcp), peer_handle)
+    port = sock.getsockname()[1]
+    v4, v6 = clients("127.0.0.1"), clients("::1")
+    v4.sendto(b"ixfr4", ("127.0.0.1", port))
+    v6.sendto(b"ixfr6", ("::1", port))
+    v6.sendto(b"ixfr6-none", ("::1", port))
+    v4.sendto(b"plain", ("127.0.0.1", port))
+    settle(reader, 4)
+    assert sorted(replies(v4, 2)) == [b"peer:::ffff:127.0.0.1", b"re:plain"]
+    assert replies(v6, 1) == [b"peer:::1"]
+    assert sorted(seen) == [(b"ixfr4", "::ffff:127.0.0.1"), (b"ixfr6", "::1"),
+                            (b"ixfr6-none", "::1")]
+    sock.close()

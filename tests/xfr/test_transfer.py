@@ -12,6 +12,7 @@ from pathlib import Path
 import dns.message
 import dns.query
 import dns.rcode
+import dns.rrset
 import dns.tsigkeyring
 import pytest
 
@@ -77,11 +78,66 @@ def test_axfr_messages_compress_names(conformance_server: ServerProcess) -> None
     assert sent < uncompressed * 0.75  # measured: 0.62 on these objects
 
 
-def test_ixfr_over_udp_gets_tc(conformance_server: ServerProcess) -> None:
+def udp_ixfr(srv: ServerProcess, serial: int, payload: int | None = None) -> dns.message.Message:
+    query = dns.message.make_query(ZONE, "IXFR", use_edns=payload is not None,
+                                   payload=payload or 512)
+    query.authority.append(dns.rrset.from_text(ZONE.rstrip(".") + ".", 0, "IN", "SOA",
+                                               f". . {serial} 0 0 0 0"))
+    return dns.query.udp(query, srv.host, port=srv.port, timeout=3, one_rr_per_rrset=True)
+
+
+def test_ixfr_over_udp_without_the_whole_zone_fitting_gets_tc(
+        conformance_server: ServerProcess) -> None:
     srv = conformance_server
-    query = dns.message.make_query(ZONE, "IXFR")
-    reply = dns.query.udp(query, srv.host, port=srv.port, timeout=2)
+    serial = serial_at(srv.host, srv.port)
+    assert serial is not None
+    reply = udp_ixfr(srv, serial - 100000, payload=1232)  # not in the journal: the zone
     assert reply.flags & dns.flags.TC and not reply.answer
+    up_to_date = udp_ixfr(srv, serial)  # one SOA fits
+    assert not up_to_date.flags & dns.flags.TC
+    assert [r.to_text().split()[3] for r in up_to_date.answer] == ["SOA"]
+
+
+@pytest.mark.parametrize("udp_io", ["batched", "plain"])
+def test_ixfr_over_udp_is_the_difference_when_it_fits(tmp_path: Path, udp_io: str) -> None:
+    manifests = tmp_path / "objects"
+    manifests.mkdir()
+    path = manifests / "web.yaml"
+    write_atomically(path, headless("ns1", "web", "east", ["10.9.0.1"]))
+    with ServerProcess("--manifests", str(manifests), "--allow-transfer", "127.0.0.1/32",
+                       "--poll-interval", "0.1", "--udp-io", udp_io) as srv:
+        srv.wait_ready()
+        first = serial_at(srv.host, srv.port)
+        assert first is not None
+        write_atomically(path, headless("ns1", "web", "east", ["10.9.0.2"]))
+        second = wait_for(lambda: (s := serial_at(srv.host, srv.port)) != first and s,
+                          10, "a new serial")
+        assert udp_ixfr(srv, first).flags & dns.flags.TC  # more than 512 bytes: TC
+        reply = udp_ixfr(srv, first, payload=1232)  # fits the client's EDNS size
+        assert not reply.flags & dns.flags.TC
+        lines = [line for rrset in reply.answer for line in rrset.to_text().splitlines()]
+        assert [int(line.split()[6]) for line in lines if line.split()[3] == "SOA"] == [
+            second, first, second, second]
+        assert any("10.9.0.1" in line for line in lines)  # removed
+        assert any("10.9.0.2" in line for line in lines)  # added
+        # The same over TCP: the same records.
+        tcp = answer_lines(ixfr(srv.host, srv.port, first))
+        assert sorted(" ".join(t.split()) for t in tcp) == sorted(" ".join(t.split())
+                                                                  for t in lines)
+        assert srv.metric("clusterset_dns_transfers_total", type="ixfr",
+                          result="incremental") == 2
+
+
+def test_ixfr_over_udp_outside_the_allowed_networks_is_refused(tmp_path: Path) -> None:
+    manifests = tmp_path / "objects"
+    manifests.mkdir()
+    write_atomically(manifests / "web.yaml", headless("ns1", "web", "east", ["10.9.0.1"]))
+    with ServerProcess("--manifests", str(manifests), "--allow-transfer", "127.0.0.2/32") as srv:
+        srv.wait_ready()
+        serial = serial_at(srv.host, srv.port)
+        assert serial is not None
+        reply = udp_ixfr(srv, serial)
+        assert reply.rcode() == dns.rcode.REFUSED and not reply.answer
 
 
 def test_ixfr_from_a_serial_not_in_the_journal_is_the_whole_zone(
