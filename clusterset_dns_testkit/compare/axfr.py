@@ -14,6 +14,7 @@ import dns.exception
 import dns.query
 import dns.rdatatype
 
+from clusterset_dns_testkit.compare.answers import normalise_rrset
 from clusterset_dns_testkit.compare.common import HOST
 from clusterset_dns_testkit.compare.servers import wait_answering
 from clusterset_dns_testkit.dnsserver import ServerProcess
@@ -38,14 +39,7 @@ def axfr(port: int) -> Transfer:
         for message in dns.query.xfr(HOST, ZONE, port=port, relativize=False, timeout=10):
             out.messages += 1
             for rrset in message.answer:
-                kind = dns.rdatatype.to_text(rrset.rdtype)
-                for rdata in rrset:
-                    text = rdata.to_text()
-                    if kind == "SOA":
-                        fields = text.split()
-                        fields[2] = "SERIAL"
-                        text = " ".join(fields)
-                    out.records.add(f"{rrset.name} {kind} {text}")
+                out.records.update(normalise_rrset(rrset))  # as the answer rows are
     except (dns.exception.DNSException, OSError) as exc:
         out.error = f"{type(exc).__name__}: {exc}"
     return out
