@@ -138,7 +138,8 @@ class Handler:
         # A query seen before since the last zone change: its response, but for the ID.
         # The key is every byte after the ID, so any difference (flags, case, EDNS
         # payload size) is a different key, worked out below.
-        hit = self.responses.get(data[2:])
+        after_id = data[2:]
+        hit = self.responses.get(after_id)
         if hit is not None:
             self._rcodes[hit[1]] += 1
             return data[:2] + hit[0]
@@ -155,7 +156,7 @@ class Handler:
                     # One join: a chain of + copies the growing prefix at every step.
                     tail = b"".join((ans.heads[variant], question, ans.body))
                     if not tcp:  # (a TCP answer may be too large for UDP)
-                        self._remember(data[2:], tail, ans.rcode)
+                        self._remember(after_id, tail, ans.rcode)
                     return data[:2] + tail
             elif counts == _ONE_QUESTION_OPT:
                 tail = data[size - OPT_LEN :]
@@ -170,7 +171,7 @@ class Handler:
                         tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
                                          ans.body, edns[1]))
                         if not tcp:
-                            self._remember(data[2:], tail, ans.rcode)
+                            self._remember(after_id, tail, ans.rcode)
                         return data[:2] + tail
         try:
             return self._slow(data, tcp)
