@@ -143,7 +143,10 @@ class Sink:
                 self.on_serial()
         for rejected in applied.rejected:
             metrics.invalid_objects.labels(rejected.kind).inc()
-        if applied.rebuilt >= BULK:
+        # A first list comes in page by page (each below BULK): its load ends when the
+        # cache is first synced.
+        first_sync = self.cache.zone.synced and not self.synced.is_set()
+        if applied.rebuilt >= BULK or first_sync:
             release_memory()
         if self.cache.zone.synced:
             self.synced.set()
@@ -319,7 +322,9 @@ async def _worker_serve(config: Config, sock: socket.socket) -> int:
     dns = state.server(config, reuse_port=True)
 
     def apply(ops: list[Op]) -> None:
-        if state.cache.apply(ops).rebuilt >= BULK:  # a resync or a relist, as in the parent
+        synced = state.cache.zone.synced
+        # A resync or a relist, or the end of a first list, as in the parent.
+        if state.cache.apply(ops).rebuilt >= BULK or (state.cache.zone.synced and not synced):
             release_memory()
 
     follow = asyncio.create_task(workers.follow_parent(

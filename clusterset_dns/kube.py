@@ -13,6 +13,7 @@ watch event). The watch retries exactly these; any other exception is a bug.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +175,9 @@ class KubeClient:
                 what = " ".join(str(exc).split())  # YAML errors span several lines
                 raise KubeConfigError(f"kubeconfig {path}: {what}") from None
             log.info("using kubeconfig %s%s", path, f" context {context}" if context else "")
-        return cls(ApiClient(configuration))
+        api = ApiClient(configuration)
+        _environment_read_once(api, configuration)
+        return cls(api)
 
     async def _request(self, path: str, params: Params, timeout: aiohttp.ClientTimeout) -> Any:
         query = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in params.items()]
@@ -228,6 +233,32 @@ class KubeClient:
 
     async def close(self) -> None:
         await self._api.close()
+
+
+def _environment_read_once(api: ApiClient, configuration: Configuration) -> None:
+    """The library's session trusts the environment: before every request, aiohttp
+    looks the host up in ~/.netrc in a worker thread and the proxy variables in
+    another. A request is then sent only after two thread round trips, each one
+    waiting for the event loop: a list page asked for ahead (see watch.relist) left
+    only when the page before it had been converted, so the API server never prepared
+    a page while this process worked. Here the proxy variables (HTTPS_PROXY,
+    NO_PROXY, ...) are read once, at start, and apply as before; ~/.netrc is not read
+    (its credentials could never have been combined with the bearer token anyway)."""
+    rest = api.rest_client
+    if not configuration.proxy:
+        with contextlib.suppress(LookupError):
+            proxy, auth = get_env_proxy_for_url(URL(str(configuration.host)))
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}),
+                                      "Proxy-Authorization": auth.encode()}
+    old = rest.pool_manager
+    connector = old.connector
+    old.detach()  # the new session owns the connector (and closes it)
+    # The library's read buffer: one watch event can be as large as etcd's request
+    # limit (1.5 MiB).
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False,
+                                              read_bufsize=2**21)
 
 
 def _status_message(body: str) -> str:

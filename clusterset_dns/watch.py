@@ -192,8 +192,15 @@ class Reflector:
         found: dict[ObjectKey, object | None] = {}
         count = 0
         path = self.resource.path
+        # Nothing known (the first list, mostly): nothing can have to be deleted, so each
+        # page goes into the cache as soon as it is converted, and its answers are built
+        # while the API server prepares the next page, instead of all of them after the
+        # last one. Otherwise the list is applied in one update at the end, deletions of
+        # what it lacks included.
+        streaming = not self.known and not rebuild
         # The next page is asked for before this one is converted: the API server
-        # (another process, another core) prepares it meanwhile.
+        # (another process, another core) prepares it meanwhile. One turn of the event
+        # loop sends the request; without it, it would leave after the conversion.
         fetch = asyncio.ensure_future(self.client.get(path, params))
         try:
             while True:
@@ -202,7 +209,19 @@ class Reflector:
                 if token:
                     fetch = asyncio.ensure_future(
                         self.client.get(path, {**params, "continue": token}))
-                count += self._convert_page(page, found)
+                    await asyncio.sleep(0)
+                if streaming:
+                    part: dict[ObjectKey, object | None] = {}
+                    count += self._convert_page(page, part)
+                    found.update(part)
+                    # Known before applied: if this list fails half way, the next one
+                    # deletes what it put in and is gone by then.
+                    self.known.update(part)
+                    if part:
+                        self._apply([self.resource.put(key, model)
+                                     for key, model in part.items()])
+                else:
+                    count += self._convert_page(page, found)
                 del page
                 if not token:
                     break
@@ -210,16 +229,20 @@ class Reflector:
             if not fetch.done():
                 fetch.cancel()  # the relist was cancelled (stop) while a page was asked
         if self.listed:
-            self._count_drift(found, reason)
+            self._count_drift(found, {} if streaming else self.known, reason)
         ops: list[Op] = []
-        if rebuild:
+        if streaming:
+            pass  # every page is in already
+        elif rebuild:
             ops += [self.resource.put(key, None) for key in self.known.keys() | self.suspect]
+            ops += [self.resource.put(key, model) for key, model in found.items()]
         else:
             ops += [self.resource.put(key, None) for key in self.known if key not in found]
-        ops += [self.resource.put(key, model) for key, model in found.items()]
+            ops += [self.resource.put(key, model) for key, model in found.items()]
         self.pending.clear()  # the list is newer than any event still waiting
         metrics.relists.labels(self.resource.op_kind, reason).inc()
-        self._apply(ops)
+        if ops:
+            self._apply(ops)
         self.known, self.suspect = found, set()
         self.resource_version = version
         self.next_relist = self._relist_due()
@@ -228,12 +251,14 @@ class Reflector:
             self.listed = True
             self.on_listed()
 
-    def _count_drift(self, found: Mapping[ObjectKey, object | None], reason: str) -> None:
-        """What a relist finds that the watch had not delivered."""
-        added = sum(1 for key in found if key not in self.known)
-        removed = sum(1 for key in self.known if key not in found)
+    def _count_drift(self, found: Mapping[ObjectKey, object | None],
+                     known: Mapping[ObjectKey, object | None], reason: str) -> None:
+        """What a relist finds that the watch had not delivered (``known``: what this
+        reflector had before the list)."""
+        added = sum(1 for key in found if key not in known)
+        removed = sum(1 for key in known if key not in found)
         changed = sum(1 for key, model in found.items()
-                      if key in self.known and self.known[key] != model)
+                      if key in known and known[key] != model)
         for change, number in (("added", added), ("removed", removed), ("changed", changed)):
             if number:
                 metrics.relist_drift.labels(self.resource.op_kind, change).inc(number)

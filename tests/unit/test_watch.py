@@ -246,7 +246,9 @@ def test_list_pagination(sleeps: list[float], make: Callable[[], Run],
     got = run.imports() if make is imports_run else run.slices()
     assert sorted(got) == sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}"
                                  for o in items)
-    assert len(run.ops) == 1  # the whole list in one update
+    # The first list: nothing to delete, so each page is applied as it comes (its answers
+    # are built while the next page is fetched).
+    assert [len(ops) for ops in run.ops] == [1, 1, 1]
     assert run.listed == 1
     (params,) = run.client.watch_params(run.path)
     assert params["resourceVersion"] == "12"
@@ -357,6 +359,38 @@ def test_gone_relists_and_deletes_what_vanished(sleeps: list[float], how: str) -
     assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", "30"]
     assert run.listed == 1  # on_listed only the first time
     assert set(run.reflector.known) == {("prod", "web")}
+
+
+@pytest.mark.timeout(10)
+def test_a_paginated_relist_is_one_update(sleeps: list[float]) -> None:
+    """A relist with objects known: one update at the end, deletions of what the list
+    lacks in the same update (never a state where only some pages are new)."""
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"),
+                                  page(WEB2, rv="30", cont="c1"), page(API, rv="30")]
+    run.client.streams[run.path] = [[error_event(410)]]
+    run.run()
+    first, relist = run.ops
+    assert len(first) == 2
+    assert sorted((type(op).__name__, op.key, op.obj is None) for op in relist) == [
+        ("PutImport", ("other", "api"), False), ("PutImport", ("prod", "db"), True),
+        ("PutImport", ("prod", "web"), False)]
+    assert run.imports() == {"prod/web": ("10.1.0.2",), "other/api": ("10.9.0.1",)}
+
+
+@pytest.mark.timeout(10)
+def test_a_first_list_failing_half_way_leaves_nothing_it_lacks_later(
+        sleeps: list[float]) -> None:
+    """The first page of a first list is applied at once; the list then fails, and the
+    next list (which no longer has that page's object) deletes it."""
+    run = imports_run()
+    run.client.lists[run.path] = [page(WEB, DB, rv="10", cont="c1"), KubeError("reset"),
+                                  page(API, rv="20")]
+    run.run()
+    assert run.imports() == {"other/api": ("10.9.0.1",)}
+    assert set(run.reflector.known) == {("other", "api")}
+    assert run.listed == 1
+    assert len(sleeps) == 1
 
 
 @pytest.mark.timeout(10)
