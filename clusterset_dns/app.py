@@ -50,13 +50,18 @@ log = logging.getLogger(__name__)
 BULK = 1000  # services rebuilt in one update: a (re)list or a big file
 
 
-def release_memory() -> None:
+def release_memory(collect: bool = True) -> None:
     """After a bulk load: moves what survived out of the cyclic garbage collector's
     sight (a full collection over every answer would stall queries for tens of ms;
     the data has no cycles, reference counting frees it), and hands the heap freed
     by the load (raw JSON pages, old answers) back to the OS, so the resident size
-    reflects the data kept rather than the peak of a list."""
-    gc.collect()
+    reflects the data kept rather than the peak of a list.
+
+    ``collect=False``: freeze without the full collection first (0.14 s at 10,000
+    imports and 100,000 endpoints), for the first load, which makes no cyclic garbage
+    (a full collection after it found none)."""
+    if collect:
+        gc.collect()
     gc.freeze()
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -127,6 +132,9 @@ class Sink:
         self.pool = pool
         self.on_serial = on_serial
         self.synced = asyncio.Event()
+        # The start-up window (see serve): the cyclic collector is off, and the first
+        # sync freezes what the load left without a full collection.
+        self.starting = False
 
     def apply(self, ops: list[Op]) -> None:
         started = time.perf_counter()
@@ -147,7 +155,7 @@ class Sink:
         # cache is first synced.
         first_sync = self.cache.zone.synced and not self.synced.is_set()
         if applied.rebuilt >= BULK or first_sync:
-            release_memory()
+            release_memory(collect=not (first_sync and self.starting))
         if self.cache.zone.synced:
             self.synced.set()
 
@@ -225,9 +233,19 @@ async def serve(config: Config) -> int:
             await http.serve(where, table)
         source = asyncio.create_task(make_source(config, sink.apply)(), name="source")
         synced = asyncio.create_task(sink.synced.wait())
-        # A source that fails at start (an unusable kubeconfig) ends start-up at once.
-        await asyncio.wait({synced, source}, timeout=config.startup_timeout,
-                           return_when=asyncio.FIRST_COMPLETED)
+        # The first load is a few hundred thousand objects that all stay (answers,
+        # models): the cyclic collector would go over them again and again while they
+        # arrive (0.17 s of a 2.6 s start at 10,000 imports and 100,000 endpoints) and
+        # find nothing. It is off until the first sync, or --startup-timeout at most.
+        sink.starting = True
+        gc.disable()
+        try:
+            # A source that fails at start (an unusable kubeconfig) ends start-up at once.
+            await asyncio.wait({synced, source}, timeout=config.startup_timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gc.enable()
+            sink.starting = False
         failed = _source_failed(source)
         if failed is not None:
             synced.cancel()

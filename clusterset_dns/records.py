@@ -36,8 +36,18 @@ class Built:
     names: set[bytes] = field(default_factory=set)
 
 
-def _sorted_ips(ips: Iterable[IP]) -> list[IP]:
-    return sorted(set(ips), key=lambda ip: (ip.version, int(ip)))
+# Inside the builder an address is its packed form (4 or 16 bytes): computed once per
+# address, hashed and sorted in C. IPv4 first, each family in numeric order (the
+# bytes are big-endian): the order of (version, int(ip)).
+Packed = bytes
+
+
+def _sorted_ips(ips: Iterable[IP]) -> list[Packed]:
+    return _sorted_packed({ip.packed for ip in ips})
+
+
+def _sorted_packed(packed: Iterable[Packed]) -> list[Packed]:
+    return sorted(sorted(set(packed)), key=len)  # stable: numeric order within a family
 
 
 def srv_weight(count: int) -> int:
@@ -64,9 +74,9 @@ class RecordBuilder:
         self.cluster_id: str | None = None
         self.topology_zone: str | None = None
         self._one_address = wire.heads(0, 1, 0, 0)
-        self._address_heads = {
+        self._address_heads = {  # by the address's packed length
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
-            6: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
+            16: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
         }
 
     # -- helpers ---------------------------------------------------------------------
@@ -86,21 +96,21 @@ class RecordBuilder:
             known.add(suffix)
             offset += len(label) + 1
 
-    def _addresses(self, out: Built, owner: Labels, ips: list[IP]) -> None:
+    def _addresses(self, out: Built, owner: Labels, ips: list[Packed]) -> None:
         """A and AAAA answers for ``owner`` (an absent family is NODATA).
 
         Every record's owner is the question itself (``C0 0C``), so the body is
         joined directly: this runs once per endpoint name, the bulk of a large zone."""
         key = self._wire(owner)
         if len(ips) == 1:  # most endpoint names: one record, never cut
-            ip = ips[0]
-            out.answers[key + _QTYPE_CLASS[wire.A if ip.version == 4 else wire.AAAA]] = \
-                wire.Answer(self._one_address, self._address_heads[ip.version] + ip.packed, 0)
+            packed = ips[0]
+            out.answers[key + _QTYPE_CLASS[wire.A if len(packed) == 4 else wire.AAAA]] = \
+                wire.Answer(self._one_address, self._address_heads[len(packed)] + packed, 0)
             return
-        for version, rtype in ((4, wire.A), (6, wire.AAAA)):
-            family = [ip.packed for ip in ips if ip.version == version]
+        for size, rtype in ((4, wire.A), (16, wire.AAAA)):
+            family = [packed for packed in ips if len(packed) == size]
             if family:
-                head = self._address_heads[version]
+                head = self._address_heads[size]
                 body = b"".join(head + packed for packed in family)
                 if len(family) * 28 < wire.TCP_MAX // 2:  # fits a message whatever the rest
                     answer = wire.Answer(wire.heads(0, len(family), 0, 0), body, 0)
@@ -119,13 +129,13 @@ class RecordBuilder:
         out.answers[key] = answer
 
     def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
-             glue: dict[Labels, list[IP]]) -> None:
+             glue: dict[Labels, list[Packed]]) -> None:
         """One SRV answer; ``targets`` is (target, port) de-duplicated, in order."""
         weight = srv_weight(len(targets))
-        wired = [(target, self._wire(target), port) for target, port in targets]
+        wired = [(self._wire(target), port) for target, port in targets]
         distinct = dict.fromkeys(target for target, _ in targets)
         answer = wire.srv_answer(owner, self.ttl, weight, wired,
-                                 [(target, [ip.packed for ip in glue.get(target, ())])
+                                 [(self._wire(target), glue.get(target, ()))
                                   for target in distinct])
         if answer is not None:
             self._store(out, question_key(owner, SRV), answer)
@@ -138,12 +148,12 @@ class RecordBuilder:
         for target, _ in targets:
             if target not in seen:
                 seen.add(target)
-                for ip in glue.get(target, ()):
-                    enc.address(2, target, self.ttl, ip.packed)
+                for packed in glue.get(target, ()):
+                    enc.address(2, target, self.ttl, packed)
         self._store(out, question_key(owner, SRV), enc.finish())
 
     def _srv_sets(self, out: Built, service: Labels, records: list[tuple[Labels, Port]],
-                  glue: dict[Labels, list[IP]]) -> None:
+                  glue: dict[Labels, list[Packed]]) -> None:
         """Bare-name SRV (every port, one per target+port) and ``_port._proto`` SRV."""
         bare: dict[tuple[Labels, int], None] = {}
         named: dict[Labels, dict[tuple[Labels, int], None]] = {}
@@ -221,21 +231,23 @@ class RecordBuilder:
                     self._exists(out, self.zone.port_srv(svc, port.name, port.protocol))
 
     def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice]) -> None:
-        every: list[IP] = []
-        hosts: dict[Labels, list[IP]] = {}
+        every: list[Packed] = []
+        hosts: dict[Labels, list[Packed]] = {}
         srv_records: list[tuple[Labels, Port]] = []
         for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
             # Admitted by the cache: every endpoint name of the slice fits DNS.
             cluster = names.subdomain(piece.cluster) if piece.cluster is not None else None
             for endpoint in piece.endpoints:
-                every.extend(endpoint.addresses)
+                packed = [ip.packed for ip in endpoint.addresses]
+                every.extend(packed)
                 if cluster is None:
                     continue  # no cluster id: service-level answers only
-                named: list[tuple[str, list[IP]]]
+                named: list[tuple[str, list[Packed]]]
                 if endpoint.hostname is not None:
-                    named = [(endpoint.hostname, list(endpoint.addresses))]
+                    named = [(endpoint.hostname, packed)]
                 else:
-                    named = [(names.endpoint_hostname(ip), [ip]) for ip in endpoint.addresses]
+                    named = [(names.endpoint_hostname(ip), [one])
+                             for ip, one in zip(endpoint.addresses, packed, strict=True)]
                 for hostname, ips in named:
                     target = self.zone.endpoint(svc, hostname, cluster)
                     hosts.setdefault(target, []).extend(ips)
@@ -243,8 +255,10 @@ class RecordBuilder:
         if not every:
             return  # no ready endpoint anywhere: the service name does not exist
         self._exists(out, svc)
-        self._addresses(out, svc, _sorted_ips(every))
-        glue = {host: _sorted_ips(ips) for host, ips in hosts.items()}
+        self._addresses(out, svc, _sorted_packed(every))
+        # Most endpoint names have one address: already sorted.
+        glue = {host: ips if len(ips) == 1 else _sorted_packed(ips)
+                for host, ips in hosts.items()}
         for owner, ips in sorted(glue.items()):
             self._exists(out, owner)
             self._addresses(out, owner, ips)
@@ -263,8 +277,8 @@ class RecordBuilder:
         out.answers[question_key(zone.apex, wire.SOA)] = enc.finish()
         enc = Encoder(zone.apex)
         enc.ns(0, zone.apex, self.ttl, zone.ns)
-        for ip in _sorted_ips(ns_addresses):
-            enc.address(2, zone.ns, self.ttl, ip.packed)
+        for packed in _sorted_ips(ns_addresses):
+            enc.address(2, zone.ns, self.ttl, packed)
         out.answers[question_key(zone.apex, wire.NS)] = enc.finish()
         enc = Encoder(zone.dns_version)
         enc.text(0, zone.dns_version, wire.TXT, SCHEMA_VERSION_TTL, (SCHEMA_VERSION,))

@@ -140,45 +140,55 @@ _ADDRESS_TYPE = {4: A, 16: AAAA}
 
 
 def srv_answer(question: Labels, ttl: int, weight: int,
-               targets: Sequence[tuple[Labels, bytes, int]],
-               glue: Sequence[tuple[Labels, Sequence[bytes]]]) -> Answer | None:
-    """The SRV answer the :class:`Encoder` writes for ``question`` (``targets``: (target,
-    its wire form, port), in order; ``glue``: (target, packed addresses) in order),
-    joined in one pass: start-up builds hundreds of thousands of these records.
+               targets: Sequence[tuple[bytes, int]],
+               glue: Sequence[tuple[bytes, Sequence[bytes]]]) -> Answer | None:
+    """The SRV answer the :class:`Encoder` writes for ``question`` (``targets``: (the
+    target's wire form, port), in order; ``glue``: (target's wire form, packed
+    addresses) in order), joined in one pass: start-up builds hundreds of thousands of
+    these records.
 
     Only when every record lies within reach of a compression pointer, so that every
     target is remembered where it is first written and each glue owner is a pointer
-    to it; None otherwise (the caller uses the Encoder, which handles the rest)."""
-    question_len = len(to_wire(question)) + 4
+    to it; None otherwise (the caller uses the Encoder, which handles the rest).
+    Names are keyed by their wire form (one per name, its hash cached by Python)."""
+    question_wire = to_wire(question)
+    question_len = len(question_wire) + 4
     base = 12 + question_len  # where the body starts in the response
-    ptrs: dict[Labels, int] = {}
-    offset = 12
-    for i, label in enumerate(question):
-        ptrs[question[i:]] = offset
+    ptrs: dict[bytes, int] = {}
+    offset = 0
+    for label in question:  # every suffix of the question can be pointed at
+        ptrs[question_wire[offset:]] = 12 + offset
         offset += 1 + len(label)
-    head = b"\xc0\x0c"  # every SRV record is owned by the question
+    # Every SRV record is owned by the question (C0 0C); its fixed part depends only on
+    # the target's length and the port: built once per pair.
+    fixed: dict[tuple[int, int], bytes] = {}
     parts: list[bytes] = []
     ends: list[int] = []
     position = 0
-    for target, target_wire, port in targets:
+    for target_wire, port in targets:
         rdlength = 6 + len(target_wire)
-        parts.append(head + _RR_FIXED.pack(SRV, CLASS_IN, ttl, rdlength)
-                     + _SRV_FIXED.pack(0, weight, port))
+        head = fixed.get((rdlength, port))
+        if head is None:
+            head = fixed[(rdlength, port)] = (b"\xc0\x0c"
+                                              + _RR_FIXED.pack(SRV, CLASS_IN, ttl, rdlength)
+                                              + _SRV_FIXED.pack(0, weight, port))
+        parts.append(head)
         parts.append(target_wire)
         at = base + position + 18  # 2 (owner) + 10 (record head) + 6 (SRV fields)
         if at >= _POINTER_MAX:
             return None
-        if target not in ptrs:
-            ptrs[target] = at
+        if target_wire not in ptrs:
+            ptrs[target_wire] = at
         position += 12 + rdlength
         ends.append(position)
     additional_at = position
     count = 0
-    for target, addresses in glue:
-        owner = _H.pack(0xC000 | ptrs[target])
+    address_heads = {size: _RR_FIXED.pack(rtype, CLASS_IN, ttl, size)
+                     for size, rtype in _ADDRESS_TYPE.items()}
+    for target_wire, addresses in glue:
+        owner = _H.pack(0xC000 | ptrs[target_wire])
         for packed in addresses:
-            parts.append(owner + _RR_FIXED.pack(_ADDRESS_TYPE[len(packed)], CLASS_IN, ttl,
-                                                len(packed)) + packed)
+            parts.append(owner + address_heads[len(packed)] + packed)
             count += 1
     body = b"".join(parts)
     return sized(question_len, NOERROR, body, (len(targets), 0, count), additional_at, ends)

@@ -28,8 +28,9 @@ def encoded(question: Labels, ttl: int, weight: int, targets: list[tuple[Labels,
 def joined(question: Labels, ttl: int, weight: int, targets: list[tuple[Labels, int]],
            glue: dict[Labels, list[bytes]]) -> wire.Answer | None:
     return wire.srv_answer(question, ttl, weight,
-                           [(t, to_wire(t), port) for t, port in targets],
-                           [(t, glue.get(t, [])) for t in dict.fromkeys(t for t, _ in targets)])
+                           [(to_wire(t), port) for t, port in targets],
+                           [(to_wire(t), glue.get(t, []))
+                            for t in dict.fromkeys(t for t, _ in targets)])
 
 
 def same(a: wire.Answer, b: wire.Answer) -> None:
