@@ -236,11 +236,13 @@ class RecordBuilder:
         srv_records: list[tuple[Labels, Port]] = []
         for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
             # Admitted by the cache: every endpoint name of the slice fits DNS.
-            cluster = names.subdomain(piece.cluster) if piece.cluster is not None else None
+            endpoint_names = (names.EndpointNames(svc, names.subdomain(piece.cluster))
+                              if piece.cluster is not None else None)
+            wires = self._wires
             for endpoint in piece.endpoints:
                 packed = [ip.packed for ip in endpoint.addresses]
                 every.extend(packed)
-                if cluster is None:
+                if endpoint_names is None:
                     continue  # no cluster id: service-level answers only
                 named: list[tuple[str, list[Packed]]]
                 if endpoint.hostname is not None:
@@ -249,7 +251,8 @@ class RecordBuilder:
                     named = [(names.endpoint_hostname(ip), [one])
                              for ip, one in zip(endpoint.addresses, packed, strict=True)]
                 for hostname, ips in named:
-                    target = self.zone.endpoint(svc, hostname, cluster)
+                    target, target_wire = endpoint_names.name(hostname)
+                    wires[target] = target_wire  # what self._wire(target) would encode
                     hosts.setdefault(target, []).extend(ips)
                     srv_records.extend((target, port) for port in piece.ports)
         if not every:

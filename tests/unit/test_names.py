@@ -192,3 +192,30 @@ def test_endpoint_name_limit_is_the_whole_name() -> None:
         zone.endpoint(service, "h" * (room + 1), cluster)
     assert len(names.endpoint_hostname(
         ip_address("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"))) <= names.MAX_DERIVED_HOSTNAME
+
+
+@pytest.mark.parametrize("service_labels", [("web", "prod"), ("s" * 63, "n" * 63)],
+                         ids=["short", "long"])
+@pytest.mark.parametrize("cluster_text", ["east", "c" * 40, "east.eu", "c" * 63 + ".dd"])
+def test_endpoint_names_agree_with_zone_endpoint(service_labels: tuple[str, str],
+                                                 cluster_text: str) -> None:
+    """The build-time form (shared part encoded once) gives the same names and wire forms
+    as ZoneNames.endpoint + to_wire, and refuses exactly what it refuses."""
+    zone = ZoneNames("clusterset.local")
+    service = zone.service(service_labels[1], service_labels[0])
+    cluster = names.subdomain(cluster_text)
+    room = names.MAX_NAME_WIRE - names.wire_length(service) - names.wire_length(cluster)
+    fast = names.EndpointNames(service, cluster)
+    for length in sorted({1, 2, 62, 63, 64, room - 1, room, room + 1} - {0}):
+        if length < 1:
+            continue
+        hostname = "h" * length
+        try:
+            labels = zone.endpoint(service, hostname, cluster)
+        except names.NameError_:
+            with pytest.raises(names.NameError_):
+                fast.name(hostname)
+            continue
+        assert fast.name(hostname) == (labels, names.to_wire(labels))
+    with pytest.raises(names.NameError_):
+        fast.name("")
