@@ -170,12 +170,17 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     )
 
 
-def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
+def _is_mapping(value: Any) -> bool:
+    # JSON gives dicts: the ABC check (a tenth of a slice's conversion) only for others.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> Endpoint | None:
     """One ready endpoint, or None when it is not ready (absent ``ready`` = ready)."""
-    if not isinstance(raw, Mapping):
+    if not _is_mapping(raw):
         raise InvalidObject("not an object")
     conditions = raw.get("conditions")
-    if isinstance(conditions, Mapping) and conditions.get("ready") is False:
+    if _is_mapping(conditions) and conditions.get("ready") is False:
         return None
     raw_addresses = raw.get("addresses") or []
     if not isinstance(raw_addresses, list):
@@ -184,10 +189,11 @@ def _endpoint(raw: Any, family: int, where: str, warn: Warn) -> Endpoint | None:
     for text in raw_addresses:
         ip = _ip(text)
         if ip is None:
-            warn(f"{where}: address {text!r} does not parse, dropped")
+            warn(f"endpoints[{index}]: address {text!r} does not parse, dropped")
             continue
         if ip.version != family:
-            warn(f"{where}: address {text!r} is not IPv{family} like its slice, dropped")
+            warn(f"endpoints[{index}]: address {text!r} is not IPv{family} like its slice, "
+                 "dropped")
             continue
         addresses.append(ip)
     hostname = raw.get("hostname") or None
@@ -233,7 +239,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     endpoints: list[Endpoint] = []
     for i, raw in enumerate(raw_endpoints):
         try:
-            endpoint = _endpoint(raw, family, f"endpoints[{i}]", warn)
+            endpoint = _endpoint(raw, family, i, warn)
         except InvalidObject as exc:
             warn(f"endpoints[{i}] skipped: {exc}")
             continue
