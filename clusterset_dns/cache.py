@@ -211,7 +211,9 @@ class Cache:
         self._forced_serial: int | None = None
         # Set by a journal (IXFR): called after every serial change with the answer
         # keys that changed; None keeps updates free of that bookkeeping.
-        self.on_change: Callable[[int, int, list[Change]], None] | None = None
+        # None instead of the keys: the change happened before the first sync (a first
+        # list applied page by page), whose half-loaded serials keep no history.
+        self.on_change: Callable[[int, int, list[Change] | None], None] | None = None
         self._changes: list[Change] = []
         self._set_serial(int(time.time()))
 
@@ -233,7 +235,8 @@ class Cache:
             failures = self._rebuild_all(dirty)
             if self.zone.serial != old_serial and self.on_change is not None:
                 changes, self._changes = self._changes, []
-                self.on_change(old_serial, self.zone.serial, changes)
+                self.on_change(old_serial, self.zone.serial,
+                               changes if self.zone.synced else None)
             self._changes = []
         if failures:
             raise RebuildError(f"{len(failures)} service(s) could not be rebuilt, e.g. "
@@ -428,7 +431,7 @@ class Cache:
         answers, zone_names = self.zone.answers, self.zone.names
         # A name with records is known by its answers: only the others are counted.
         empty = tuple(name for name in new.names if not _owns_records(new.answers, name))
-        if self.on_change is not None:
+        if self.on_change is not None and self.zone.synced:
             self._note_changes(old, new)
         if old is not None:
             for key in old[0]:

@@ -52,13 +52,16 @@ class Journal:
         self.diffs: deque[Diff] = deque(maxlen=limit) if limit > 0 else deque(maxlen=0)
         self.records = 0  # records held, for the metric
 
-    def record(self, old_serial: int, new_serial: int, changes: list[Change]) -> None:
+    def record(self, old_serial: int, new_serial: int, changes: list[Change] | None) -> None:
+        """``changes`` None: a step of a zone not synced yet (a first list coming in
+        page by page), whose half-loaded serials are never worth an IXFR."""
         if self.diffs.maxlen == 0:
             return
         # Not a step forward (RFC 1982): a worker's own start-up serial replaced by its
         # parent's, which may be lower and may even equal one of the parent's later
         # serials. History before it is not ours to replay: keep none of it.
-        if not 0 < (new_serial - old_serial) % 2**32 < 2**31 or len(changes) > MAX_DIFF_KEYS:
+        if (changes is None or not 0 < (new_serial - old_serial) % 2**32 < 2**31
+                or len(changes) > MAX_DIFF_KEYS):
             self.diffs.clear()
             self.records = 0
             return

@@ -119,6 +119,29 @@ def test_a_worker_journal_starts_at_its_parent_serial() -> None:
     assert back is not None and [d.old_serial for d in back] == [start - 1, start]
 
 
+def test_a_first_list_page_by_page_keeps_no_history() -> None:
+    """The first list comes in page by page, before the zone is synced: those serials
+    are half-loaded zones, never worth an IXFR, so the journal keeps none of them (at
+    10,000 imports it would otherwise hold the whole zone as differences)."""
+    cache, journal = journaled()
+    pages = [headless(f"web{i}", [f"10.0.{i}.1", f"10.0.{i}.2"]) for i in range(3)]
+    half = []
+    for page in pages:
+        cache.apply(page)
+        half.append(cache.zone.serial)
+    assert not journal.diffs and journal.records == 0
+    cache.apply([SetSynced(True)])
+    synced = cache.zone.serial
+    assert journal.since(half[0], synced) is None  # the whole zone
+    cache.apply(headless("web0", ["10.0.0.1"]))
+    chain = journal.since(synced, cache.zone.serial)
+    assert chain is not None and len(chain) == 1
+    removed, added = texts(chain[0].removed), texts(chain[0].added)
+    assert "10-0-0-2.east.web0.ns.svc.clusterset.local. 5 IN A 10.0.0.2" in removed
+    assert not any("web1" in line or "web2" in line for line in removed | added)
+    assert chain[0].old_serial == synced
+
+
 def test_journal_of_zero_keeps_nothing() -> None:
     cache, journal = journaled(limit=0)
     cache.apply(headless("web", ["10.0.0.1"]))
