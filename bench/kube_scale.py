@@ -170,8 +170,17 @@ def wait_answer(port: int, name: str, want: str, timeout: float) -> float:
     raise RuntimeError(f"{name} never answered {want} within {timeout}s")
 
 
-def start_ours(api: KubeAPI, args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int,
-                                                                 dict[str, float]]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_ours(api: KubeAPI, args: argparse.Namespace, checkout: Path = ROOT
+               ) -> tuple[subprocess.Popen[bytes], int, dict[str, float]]:
+    """Starts ``checkout``'s clusterset-dns against ``api``; returns when it answers the
+    last import, with the time to /ready and to that answer, the RSS and the CPU seconds
+    it had used at /ready."""
     port, ready = free_port(), free_port()
     log = open(args.workdir / "clusterset-dns.log", "wb")  # noqa: SIM115 - lives with the process
     t0 = time.monotonic()
@@ -180,7 +189,8 @@ def start_ours(api: KubeAPI, args: argparse.Namespace) -> tuple[subprocess.Popen
          "--listen", f"127.0.0.1:{port}", "--health-listen", "off",
          "--ready-listen", f"127.0.0.1:{ready}", "--metrics-listen", "off",
          "--startup-timeout", "120", "--log-level", "warning", "--lameduck", "0"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        cwd=checkout, env=dict(os.environ, PYTHONPATH=str(checkout)),  # that checkout's code
+        stdout=log, stderr=subprocess.STDOUT)
     deadline = t0 + 180
     while time.monotonic() < deadline:
         try:
@@ -194,10 +204,11 @@ def start_ours(api: KubeAPI, args: argparse.Namespace) -> tuple[subprocess.Popen
             raise RuntimeError("clusterset-dns exited; see its log")
         time.sleep(0.05)
     ready_s = time.monotonic() - t0
+    cpu_s = cpu_seconds(proc.pid)
     last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
     answer_s = ready_s + wait_answer(port, last, ip4(args.imports - 1), 60)
     return proc, port, {"ready_s": ready_s, "first_answer_s": answer_s,
-                        "rss_mib": rss_mib(proc.pid)}
+                        "rss_mib": rss_mib(proc.pid), "cpu_s": cpu_s}
 
 
 def start_coredns(api: KubeAPI, args: argparse.Namespace) -> tuple[CoreDNS, dict[str, float]]:
