@@ -84,7 +84,8 @@ class ProcessState:
                          max_tcp_connections=config.max_tcp_connections,
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
-                         peer_handle=self.handler.ixfr_udp if self.transfers else None)
+                         peer_handle=self.handler.ixfr_udp if self.transfers else None,
+                         remembered=(self.handler.responses, self.handler.stats.rcodes))
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False

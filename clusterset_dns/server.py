@@ -119,13 +119,15 @@ UDPIO = ("auto", "batched", "plain")
 
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
-               peer_handle: PeerHandle | None = None) -> UDPReader | udpbatch.BatchReader:
+               peer_handle: PeerHandle | None = None,
+               remembered: udpbatch.Remembered | None = None,
+               ) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
     batched where the system has it, else plain."""
     if mode != "plain":
         reason = udpbatch.available()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle, peer_handle)
+            return udpbatch.BatchReader(sock, handle, peer_handle, remembered)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
@@ -394,12 +396,15 @@ class DNSServer:
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None, transfer: Transfer | None = None,
-                 peer_handle: PeerHandle | None = None) -> None:
+                 peer_handle: PeerHandle | None = None,
+                 remembered: udpbatch.Remembered | None = None) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
-        ``transfer``: zone transfers over TCP (None: the handler refuses them)."""
+        ``transfer``: zone transfers over TCP (None: the handler refuses them);
+        ``remembered``: the handler's remembered UDP responses (see udpbatch)."""
         self.handle = handle
         self.transfer = transfer
         self.peer_handle = peer_handle  # IXFR over UDP (see handler.PEER_NEEDED)
+        self.remembered = remembered
         self.udp_io = udp_io
         self.listen = listen
         self.tcp_idle_timeout = tcp_idle_timeout
@@ -424,7 +429,8 @@ class DNSServer:
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
-            reader = udp_reader(udp, self.handle, self.udp_io, self.peer_handle)
+            reader = udp_reader(udp, self.handle, self.udp_io, self.peer_handle,
+                                self.remembered)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

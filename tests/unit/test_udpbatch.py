@@ -262,3 +262,133 @@ def test_a_peer_needed_reply_is_answered_with_the_senders_address(
     assert sorted(seen) == [(b"ixfr4", "::ffff:127.0.0.1"), (b"ixfr6", "::1"),
                             (b"ixfr6-none", "::1")]
     sock.close()
+
+
+def web_and_nosuch() -> tuple[Handler, Handler]:
+    """A handler, and a second one over the same objects that never answers from memory
+    (its expected bytes are worked out afresh)."""
+    objects = [service_import("web", "prod", ips=["10.1.0.1"])]
+    return (Handler(build_cache(objects).zone, DEFAULT_UDP_CAP),
+            Handler(build_cache(objects).zone, DEFAULT_UDP_CAP))
+
+
+def fresh_answer(handler: Handler, data: bytes) -> bytes:
+    handler.responses.clear()
+    response = handler.handle(data, False)
+    assert response is not None
+    return response
+
+
+def remembering(handler: Handler, seen: list[bytes]) -> tuple[udpbatch.BatchReader,
+                                                               tuple[str, int]]:
+    def handle(data: bytes, tcp: bool) -> bytes | None:
+        seen.append(data)
+        return handler.handle(data, tcp)
+
+    sock = make_socket("127.0.0.1", 0, socket.SOCK_DGRAM, reuse_port=False)
+    reader = udpbatch.BatchReader(sock, handle, None,
+                                  (handler.responses, handler.stats.rcodes))
+    return reader, ("127.0.0.1", sock.getsockname()[1])
+
+
+def test_a_remembered_response_is_sent_without_the_handler(
+        clients: Callable[[str], socket.socket]) -> None:
+    """A query the handler answered before is answered from its memory: the bytes a
+    fresh answer has, under the new ID, counted by rcode as the handler counts."""
+    handler, fresh = web_and_nosuch()
+    seen: list[bytes] = []
+    reader, where = remembering(handler, seen)
+    peer = clients("127.0.0.1")
+    web = [query("web.prod.svc.clusterset.local.", "A", qid=i) for i in (1, 2)]
+    nosuch = [query("nosuch.prod.svc.clusterset.local.", "A", edns=0, qid=i) for i in (3, 4)]
+    peer.sendto(web[0], where)
+    peer.sendto(nosuch[0], where)
+    settle(reader, 2)
+    assert replies(peer, 2) == [fresh_answer(fresh, web[0]), fresh_answer(fresh, nosuch[0])]
+    before = list(handler.stats.rcodes)
+    peer.sendto(web[1], where)
+    peer.sendto(nosuch[1], where)
+    settle(reader, 2)
+    assert replies(peer, 2) == [fresh_answer(fresh, web[1]), fresh_answer(fresh, nosuch[1])]
+    assert seen == [web[0], nosuch[0]]  # the second two never reached the handler
+    counted = [after - b for after, b in zip(handler.stats.rcodes, before, strict=True)]
+    assert counted[0] == 1 and counted[3] == 1 and sum(counted) == 2  # NOERROR, NXDOMAIN
+    reader.sock.close()
+
+
+def test_replies_move_down_past_datagrams_without_one(
+        clients: Callable[[str], socket.socket]) -> None:
+    """Remembered answers, fresh ones and datagrams that get none, in one batch: every
+    reply reaches its own peer with its own ID; the next batch, with no gaps, too
+    (the moved address slots were put back)."""
+    handler, fresh = web_and_nosuch()
+    reader, where = remembering(handler, [])
+    a, b, c = clients("127.0.0.1"), clients("127.0.0.1"), clients("127.0.0.1")
+    web = "web.prod.svc.clusterset.local."
+    a.sendto(query(web, "A", qid=1), where)
+    settle(reader, 1)
+    replies(a, 1)
+    batch = [(b, b"\x00\x01\x02"), (c, query(web, "A", qid=7)),
+             (a, query("nosuch.prod.svc.clusterset.local.", "A", qid=8)),
+             (b, b"\x00"), (a, query(web, "A", qid=9))]
+    for peer, data in batch:
+        peer.sendto(data, where)
+    settle(reader, len(batch))
+    assert replies(c, 1) == [fresh_answer(fresh, batch[1][1])]
+    assert replies(a, 2) == [fresh_answer(fresh, batch[2][1]), fresh_answer(fresh, batch[4][1])]
+    b.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        b.recvfrom(100)
+    again = [(peer, query(web, "A", qid=20 + k)) for k, peer in enumerate((a, b, c))]
+    for peer, data in again:
+        peer.sendto(data, where)
+    settle(reader, 3)
+    for peer, data in again:
+        assert replies(peer, 1) == [fresh_answer(fresh, data)]
+    reader.sock.close()
+
+
+def test_datagrams_arriving_during_a_batch_are_taken_in_the_same_wake_up(
+        clients: Callable[[str], socket.socket]) -> None:
+    peer = clients("127.0.0.1")
+
+    def handle(data: bytes, tcp: bool) -> bytes | None:
+        if data == b"first":  # the next query arrives while this batch is answered
+            peer.sendto(b"second", where)
+        return echo(data, tcp)
+
+    reader, where = serve("127.0.0.1", handle)
+    peer.sendto(b"first", where)
+    reader._readable()
+    assert reader.used == 2
+    assert replies(peer, 2) == [b"re:first", b"re:second"]
+    reader.sock.close()
+
+
+def test_a_wake_up_stops_after_a_full_batch(clients: Callable[[str], socket.socket]) -> None:
+    """A flood cannot keep the reader from returning to the loop."""
+    reader, where = serve("127.0.0.1")
+    peer = clients("127.0.0.1")
+    for i in range(udpbatch.BATCH + 5):
+        peer.sendto(b"f%d" % i, where)
+    reader._readable()
+    assert reader.used == udpbatch.BATCH
+    reader._readable()
+    assert reader.used == 5
+    assert sorted(replies(peer, udpbatch.BATCH + 5)) == sorted(
+        b"re:f%d" % i for i in range(udpbatch.BATCH + 5))
+    reader.sock.close()
+
+
+def test_a_reply_too_short_for_an_id_is_not_sent(
+        clients: Callable[[str], socket.socket]) -> None:
+    reader, where = serve("127.0.0.1", lambda d, tcp: b"x" if d == b"short" else echo(d, tcp))
+    peer = clients("127.0.0.1")
+    for data in (b"one", b"short", b"two"):
+        peer.sendto(data, where)
+    settle(reader, 3)
+    assert replies(peer, 2) == [b"re:one", b"re:two"]
+    peer.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        peer.recvfrom(100)
+    reader.sock.close()
