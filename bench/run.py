@@ -96,17 +96,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
+def common_cell(r: dict[str, Any]) -> str:
+    if r.get("p50_common_ms") is None:
+        return "-"
+    return (f"{fmt(r['p50_common_ms'], '.3f')} / {fmt(r['p99_common_ms'], '.3f')} / "
+            f"{fmt(r.get('avg_common_ms'), '.3f')} ({r['common_rate'] / 1000:,.0f}k q/s)")
+
+
 def readme_rows(rows_by_mix: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> str:
     """One table over every mix, in the README's columns."""
     lines = [f"README rows ({meta['date']}, median of {meta['rounds']} round(s)):", "",
              "| mix | server | queries/s | p50 ms | p99 ms (at half its max rate) "
+             "| p50 / p99 / average ms at Knot's half rate "
              "| CPU s / 100k answers | RSS MiB | q/s vs Knot | CPU vs Knot |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for mix, rows in rows_by_mix.items():
         knot = next((r for r in rows if r["key"] == "knot" and r.get("qps")), None)
         for r in rows:
             if not r.get("qps"):
-                lines.append(f"| {mix} | {r['server']} | not measured | | | | | | |")
+                lines.append(f"| {mix} | {r['server']} | not measured | | | | | | | |")
                 continue
             q = f"{r['qps'] / knot['qps']:.2f}" if knot else "-"
             c = (f"{r['cpu_s_per_100k'] / knot['cpu_s_per_100k']:.2f}"
@@ -114,7 +122,8 @@ def readme_rows(rows_by_mix: dict[str, list[dict[str, Any]]], meta: dict[str, An
             bound = " (lower bound)" if r["dnsperf_busy_pct"] > 90 else ""
             lines.append(
                 f"| {mix} | {r['server']} | {r['qps']:,.0f}{bound} | {fmt(r['p50_ms'], '.3f')} "
-                f"| {fmt(r['p99_ms'], '.3f')} | {fmt(r['cpu_s_per_100k'], '.3f')} "
+                f"| {fmt(r['p99_ms'], '.3f')} | {common_cell(r)} "
+                f"| {fmt(r['cpu_s_per_100k'], '.3f')} "
                 f"| {r['rss_mib']:.1f} | {q} | {c} |")
     return "\n".join(lines) + "\n"
 
@@ -186,17 +195,26 @@ def main(argv: list[str] | None = None) -> int:
         # the machine's load moves all of them alike (the ratios vs Knot are the figures).
         per_key: dict[tuple[str, str], list[dict[str, Any]]] = {
             (m, k): [] for m in mixes for k in wanted}
+        # Knot goes first in every round: half its max rate is the common rate at which
+        # every other server's latency is measured too (the same offered load).
+        order = sorted(wanted, key=lambda k: k != "knot")
         for rnd in range(a.rounds):
             for mix in mixes:
                 log(f"##### round {rnd + 1} of {a.rounds}, {mix} mix")
                 ctx.queries_bin = Path(info["mixes"][mix]["queries_bin"])
                 nx_share = info["mixes"][mix]["nx_share"]
-                for key in wanted:
+                common: float | None = None
+                for key in order:
                     done = per_key[mix, key]
                     if done and done[0].get("skipped"):
                         continue  # not available: no point asking again
                     label, starter = starters[key]
-                    done.append(bench_server(ctx, key, label, starter, nx_share))
+                    row = bench_server(ctx, key, label, starter, nx_share, common)
+                    if key == "knot" and row.get("half"):
+                        common = row["half"]["target_qps"]
+                        row.update(common_rate=common, p50_common_ms=row["p50_ms"],
+                                   p99_common_ms=row["p99_ms"], avg_common_ms=row["avg_ms"])
+                    done.append(row)
         rows_by_mix = {m: [combine_rounds(per_key[m, k]) for k in wanted] for m in mixes}
         rows = [r | {"mix": m} for m, mix_rows in rows_by_mix.items() for r in mix_rows]
 

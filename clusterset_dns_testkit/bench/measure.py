@@ -20,7 +20,9 @@ from clusterset_dns_testkit.bench.servers import Context, Server
 
 
 def bench_server(ctx: Context, key: str, label: str, starter: Callable[[], Server],
-                 nx_share: float) -> dict[str, Any]:
+                 nx_share: float, common_rate: float | None = None) -> dict[str, Any]:
+    """Full speed, then half that rate, then (``common_rate``) the rate every server of
+    the round is measured at."""
     a = ctx.args
     row: dict[str, Any] = {"key": key, "server": label, "notes": [], "warnings": []}
     log(f"=== {label}")
@@ -81,29 +83,20 @@ def bench_server(ctx: Context, key: str, label: str, starter: Callable[[], Serve
 
         # 2. half the measured max rate: latency percentiles
         rate = sat["qps"] / 2
-        with idle_spinners(a.spin_idle) as spinners:
-            sys0 = system_cpu()
-            cpu0 = tree_cpu_seconds(srv.pid)
-            lat = run_dnsperf(ctx, srv.port, a.duration, ctx.tmp / f"{key}-half.txt",
-                              qps_limit=rate, verbose=True)
-            cpu1 = tree_cpu_seconds(srv.pid)
-            sys1 = system_cpu()
-        spun = sum(sys1["procs"].get(p, ("", 0))[1] - sys0["procs"].get(p, ("", 0))[1]
-                   for p in spinners) / CLK_TCK
-        note_foreign_load(row, sys0, sys1, (cpu1 - cpu0) + lat["dnsperf_cpu_s"] + spun,
-                          set(process_tree(srv.pid)) | spinners, "half-rate run")
-        lat["target_qps"] = rate
-        lat["server_cpu_s"] = cpu1 - cpu0
-        lat["cpu_s_per_100k"] = ((cpu1 - cpu0) / lat["completed"] * 100_000
-                                 if lat["completed"] else None)
+        lat = latency_run(ctx, srv, row, f"{key}-half", rate, nx_share, "half-rate run")
         row["half"] = lat
         row["p50_ms"], row["p99_ms"] = lat["p50_ms"], lat["p99_ms"]
-        if lat["qps"] < 0.95 * rate:
-            row["warnings"].append(f"half-rate run reached only {lat['qps']:,.0f} of "
-                                   f"{rate:,.0f} q/s")
-        check_run(row, lat, nx_share, "half-rate run")
-        log(f"half rate {lat['qps']:,.0f} q/s: p50 {lat['p50_ms']:.3f} ms, "
-            f"p99 {lat['p99_ms']:.3f} ms")
+        row["avg_ms"] = lat["avg_latency_ms"]
+        # 3. the same offered load for every server (the reference's half rate): a
+        # faster server's own half rate is more load, so only this compares latency
+        if common_rate:
+            if abs(common_rate - rate) > 0.01 * rate:
+                lat = latency_run(ctx, srv, row, f"{key}-common", common_rate, nx_share,
+                                  "common-rate run")
+            row["common"] = lat
+            row["common_rate"] = common_rate
+            row["p50_common_ms"], row["p99_common_ms"] = lat["p50_ms"], lat["p99_ms"]
+            row["avg_common_ms"] = lat["avg_latency_ms"]
         if srv.proc.poll() is not None:
             row["warnings"].append(f"server exited during the run ({srv.proc.returncode})")
     except Exception as e:
@@ -112,6 +105,34 @@ def bench_server(ctx: Context, key: str, label: str, starter: Callable[[], Serve
     finally:
         srv.stop()
     return row
+
+
+def latency_run(ctx: Context, srv: Server, row: dict[str, Any], tag: str, rate: float,
+                nx_share: float, what: str) -> dict[str, Any]:
+    """``ctx.args.duration`` seconds at ``rate`` q/s, cores kept from idling: latency
+    percentiles and the server's CPU."""
+    a = ctx.args
+    with idle_spinners(a.spin_idle) as spinners:
+        sys0 = system_cpu()
+        cpu0 = tree_cpu_seconds(srv.pid)
+        lat = run_dnsperf(ctx, srv.port, a.duration, ctx.tmp / f"{tag}.txt",
+                          qps_limit=rate, verbose=True)
+        cpu1 = tree_cpu_seconds(srv.pid)
+        sys1 = system_cpu()
+    spun = sum(sys1["procs"].get(p, ("", 0))[1] - sys0["procs"].get(p, ("", 0))[1]
+               for p in spinners) / CLK_TCK
+    note_foreign_load(row, sys0, sys1, (cpu1 - cpu0) + lat["dnsperf_cpu_s"] + spun,
+                      set(process_tree(srv.pid)) | spinners, what)
+    lat["target_qps"] = rate
+    lat["server_cpu_s"] = cpu1 - cpu0
+    lat["cpu_s_per_100k"] = ((cpu1 - cpu0) / lat["completed"] * 100_000
+                             if lat["completed"] else None)
+    if lat["qps"] < 0.95 * rate:
+        row["warnings"].append(f"{what} reached only {lat['qps']:,.0f} of {rate:,.0f} q/s")
+    check_run(row, lat, nx_share, what)
+    log(f"{what} at {lat['qps']:,.0f} q/s: p50 {lat['p50_ms']:.3f} ms, "
+        f"p99 {lat['p99_ms']:.3f} ms, average {lat['avg_latency_ms']:.3f} ms")
+    return lat
 
 
 def note_foreign_load(row: dict[str, Any], s0: dict[str, Any], s1: dict[str, Any],
@@ -196,8 +217,9 @@ def check_run(row: dict[str, Any], r: dict[str, Any], nx_share: float, what: str
         row["warnings"].append(f"{what}: {r['lost']:.0f} of {r['sent']:.0f} queries lost")
 
 
-MEDIAN_FIELDS = ("qps", "p50_ms", "p99_ms", "cpu_s_per_100k", "rss_mib", "pss_mib",
-                 "server_busy_pct", "dnsperf_busy_pct")
+MEDIAN_FIELDS = ("qps", "p50_ms", "p99_ms", "avg_ms", "cpu_s_per_100k", "rss_mib", "pss_mib",
+                 "server_busy_pct", "dnsperf_busy_pct", "common_rate", "p50_common_ms",
+                 "p99_common_ms", "avg_common_ms")
 
 
 def combine_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
