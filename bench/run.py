@@ -209,11 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                     if done and done[0].get("skipped"):
                         continue  # not available: no point asking again
                     label, starter = starters[key]
-                    row = bench_server(ctx, key, label, starter, nx_share, common)
-                    if key == "knot" and row.get("half"):
-                        common = row["half"]["target_qps"]
-                        row.update(common_rate=common, p50_common_ms=row["p50_ms"],
-                                   p99_common_ms=row["p99_ms"], avg_common_ms=row["avg_ms"])
+                    row = bench_server(ctx, key, label, starter, nx_share, common,
+                                       reference=key == "knot")
+                    if key == "knot":
+                        common = row.get("common_rate")
                     done.append(row)
         rows_by_mix = {m: [combine_rounds(per_key[m, k]) for k in wanted] for m in mixes}
         rows = [r | {"mix": m} for m, mix_rows in rows_by_mix.items() for r in mix_rows]

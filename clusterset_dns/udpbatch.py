@@ -140,8 +140,8 @@ class BatchReader:
         self.sendmmsg = _calls.sendmmsg
         # One contiguous block per kind of buffer; slot i of each belongs to datagram i.
         self.data = ctypes.create_string_buffer(MAX_QUERY * BATCH)
-        self.view = memoryview(self.data).cast("B")
-        self.slots = [self.view[i * MAX_QUERY:(i + 1) * MAX_QUERY] for i in range(BATCH)]
+        view = memoryview(self.data).cast("B")
+        self.slots = [view[i * MAX_QUERY:(i + 1) * MAX_QUERY] for i in range(BATCH)]
         self.names = ctypes.create_string_buffer(ADDR_SIZE * BATCH)
         self.rx_iov = (IOVec * BATCH)()
         self.rx = (MMsgHdr * BATCH)()
@@ -177,7 +177,8 @@ class BatchReader:
         self.rx32 = memoryview(self.rx).cast("B").cast("I")
         self.tx64 = memoryview(self.tx).cast("B").cast("Q")
         self.txiov64 = memoryview(self.tx_iov).cast("B").cast("Q")
-        self.responses, self.rcodes = remembered if remembered else ({}, [0] * 24)
+        # Nothing remembered: every look-up misses, so the counters are never touched.
+        self.responses, self.rcodes = remembered if remembered else ({}, [])
         self.used = 0  # datagrams the last callback took
         self.dropped = 0  # replies the kernel would not take (send buffer full, ...)
 

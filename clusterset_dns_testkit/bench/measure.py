@@ -20,9 +20,10 @@ from clusterset_dns_testkit.bench.servers import Context, Server
 
 
 def bench_server(ctx: Context, key: str, label: str, starter: Callable[[], Server],
-                 nx_share: float, common_rate: float | None = None) -> dict[str, Any]:
+                 nx_share: float, common_rate: float | None = None,
+                 reference: bool = False) -> dict[str, Any]:
     """Full speed, then half that rate, then (``common_rate``) the rate every server of
-    the round is measured at."""
+    the round is measured at; for the ``reference``, that is its own half rate."""
     a = ctx.args
     row: dict[str, Any] = {"key": key, "server": label, "notes": [], "warnings": []}
     log(f"=== {label}")
@@ -89,6 +90,8 @@ def bench_server(ctx: Context, key: str, label: str, starter: Callable[[], Serve
         row["avg_ms"] = lat["avg_latency_ms"]
         # 3. the same offered load for every server (the reference's half rate): a
         # faster server's own half rate is more load, so only this compares latency
+        if reference:
+            common_rate = rate
         if common_rate:
             if abs(common_rate - rate) > 0.01 * rate:
                 lat = latency_run(ctx, srv, row, f"{key}-common", common_rate, nx_share,

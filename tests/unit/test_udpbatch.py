@@ -57,9 +57,10 @@ def clients() -> Iterator[Callable[[str], socket.socket]]:
 
 
 def serve(host: str, handle: Callable[[bytes, bool], bytes | None] = echo,
+          remembered: udpbatch.Remembered | None = None,
           ) -> tuple[udpbatch.BatchReader, tuple[str, int]]:
     sock = make_socket(host, 0, socket.SOCK_DGRAM, reuse_port=False)
-    reader = udpbatch.BatchReader(sock, handle)
+    reader = udpbatch.BatchReader(sock, handle, None, remembered)
     port = sock.getsockname()[1]
     return reader, ("127.0.0.1" if host in ("0.0.0.0", "::") else host, port)
 
@@ -285,10 +286,7 @@ def remembering(handler: Handler, seen: list[bytes]) -> tuple[udpbatch.BatchRead
         seen.append(data)
         return handler.handle(data, tcp)
 
-    sock = make_socket("127.0.0.1", 0, socket.SOCK_DGRAM, reuse_port=False)
-    reader = udpbatch.BatchReader(sock, handle, None,
-                                  (handler.responses, handler.stats.rcodes))
-    return reader, ("127.0.0.1", sock.getsockname()[1])
+    return serve("127.0.0.1", handle, (handler.responses, handler.stats.rcodes))
 
 
 def test_a_remembered_response_is_sent_without_the_handler(
