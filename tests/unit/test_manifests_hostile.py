@@ -75,7 +75,7 @@ SLICE_INT_CLUSTER = endpoint_slice("db-east", "db", cluster="east",
                                    endpoints=[endpoint("10.2.0.1")])
 SLICE_INT_CLUSTER["metadata"]["labels"][convert.SOURCE_CLUSTER_LABEL] = 123
 
-# (id, file name, how to make the hostile file, reason counted)
+# (id, file name, how to make the hostile file, reasons it may be counted under)
 Maker = Callable[[Path], None]
 
 
@@ -115,12 +115,17 @@ def sparse(size: int) -> Maker:
     return make
 
 
-HOSTILE: list[tuple[str, str, Maker, str]] = [
+# A file is refused either way; which check sees it first is the library's business:
+# libyaml as built into PyYAML 6.0.4's wheels stops deep nesting itself (a parse
+# error), older builds leave it to our depth limit.
+LIMITS_OR_PARSE = ("limits", "parse")
+
+HOSTILE: list[tuple[str, str, Maker, str | tuple[str, ...]]] = [
     ("alias-bomb", "x.yaml", text(bomb()), "limits"),
     ("recursive-alias", "x.yaml", text("a: &a [1, *a]\n"), "limits"),
     ("recursive-alias-mapping", "x.yaml", text("a: &a {b: *a}\n"), "limits"),
     ("deep-yaml", "x.yaml", text(nested_yaml(manifests.MAX_DEPTH + 5)), "limits"),
-    ("very-deep-yaml", "x.yaml", text(nested_yaml(50_000)), "limits"),
+    ("very-deep-yaml", "x.yaml", text(nested_yaml(50_000)), LIMITS_OR_PARSE),
     ("deep-json", "x.json", text(nested_json(manifests.MAX_DEPTH + 5)), "limits"),
     ("very-deep-json", "x.json", text(nested_json(200_000)), "limits"),
     ("undefined-alias", "x.yaml", text("a: *nowhere\n"), "parse"),
@@ -136,10 +141,10 @@ HOSTILE: list[tuple[str, str, Maker, str]] = [
 ]
 
 
-def _hostile(case: str) -> tuple[str, Maker, str]:
+def _hostile(case: str) -> tuple[str, Maker, tuple[str, ...]]:
     for i, name, make, reason in HOSTILE:
         if i == case:
-            return name, make, reason
+            return name, make, (reason,) if isinstance(reason, str) else reason
     raise KeyError(case)
 
 
@@ -158,7 +163,7 @@ def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 @pytest.mark.parametrize("case", [c[0] for c in HOSTILE])
 def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                         case: str) -> None:
-    name, make, reason = _hostile(case)
+    name, make, reasons = _hostile(case)
     hostile = write(tmp_path / name, [WEB] if name.endswith(".yaml") else WEB)
     other = write(tmp_path / "other.yaml", [API])
     setup = Setup(tmp_path)
@@ -170,7 +175,8 @@ def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptur
     with caplog.at_level(logging.ERROR, logger="clusterset_dns.manifests"):
         setup.scan()
     assert setup.served() == before
-    assert setup.errors == [reason]
+    assert len(setup.errors) == 1 and setup.errors[0] in reasons, setup.errors
+    reason = setup.errors[0]
     logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(logged) == 1 and str(hostile) in logged[0] and reason in logged[0], logged
 
@@ -188,14 +194,14 @@ def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptur
 @pytest.mark.usefixtures("loader")
 @pytest.mark.parametrize("case", [c[0] for c in HOSTILE])
 def test_hostile_file_at_start(tmp_path: Path, case: str) -> None:
-    name, make, reason = _hostile(case)
+    name, make, reasons = _hostile(case)
     make(write(tmp_path / name, "placeholder: 1\n"))
     write(tmp_path / "other.yaml", [API])
     setup = Setup(tmp_path)
     assert setup.scan()
     assert setup.cache.zone.synced
     assert setup.served() == {"web.prod": [], "api.other": ["10.9.0.1"], "new.prod": []}
-    assert setup.errors == [reason]
+    assert len(setup.errors) == 1 and setup.errors[0] in reasons, setup.errors
 
 
 def limited_python_load(text: str) -> None:
