@@ -40,7 +40,7 @@ from clusterset_dns.health import HTTPEndpoints, Route
 from clusterset_dns.journal import Journal
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
-from clusterset_dns.server import DNSServer
+from clusterset_dns.server import DNSServer, raise_fd_limit
 
 if TYPE_CHECKING:
     from clusterset_dns import xfr
@@ -227,7 +227,9 @@ async def serve(config: Config) -> int:
                                (config.metrics_listen, "/metrics", scrape)):
         if where is not None:
             routes.setdefault(where, {})[path] = route
-    http = HTTPEndpoints()
+    http = HTTPEndpoints(on_evict=metrics.http_evicted.inc)
+    # Now, not when DNS starts: the HTTP endpoints and the source open descriptors first.
+    raise_fd_limit()
     try:
         await pool.start()
         for where, table in routes.items():

@@ -53,6 +53,9 @@ update_seconds = Histogram("clusterset_dns_update_seconds",
                            "Time to rebuild answers for one batch of changes",
                            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
                            registry=registry)
+http_evicted = Counter("clusterset_dns_http_connections_closed_total",
+                       "/health, /ready, /metrics connections closed at the cap (the oldest "
+                       "one without a request, or the new one)", registry=registry)
 notifies = Counter("clusterset_dns_notify_total",
                    "NOTIFY messages to --notify targets: sent (each try), acknowledged, failed "
                    "(no acknowledgement after every retry)", ["result"], registry=registry)

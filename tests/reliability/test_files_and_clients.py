@@ -9,6 +9,8 @@ server process, real sockets on loopback, a real descriptor limit (prlimit).
 - TCP clients that send queries and never read: the server's RSS stays bounded
   and the connections are aborted after the idle timeout.
 - A hostile file dropped into the served directory; a served FILE deleted.
+- ~1,100 idle clients of the /ready port under the same descriptor limit: /ready,
+  /metrics, DNS over TCP and the file source keep working; the idle ones are cut.
 """
 
 from __future__ import annotations
@@ -166,6 +168,59 @@ def test_descriptors_exhausted_keeps_the_zone(tmp_path: Path) -> None:
         expect(server, f"later.demo.{Z}", "A", *LATER_A, timeout=30)
         assert web_answers(server) == WEB_A
         assert server.metric("clusterset_dns_manifest_errors_total", reason="walk") >= 1
+
+
+def connect_many(port: int, count: int, batch: int = 50) -> list[socket.socket]:
+    """``count`` connections to 127.0.0.1:``port``, ``batch`` at a time, so that the
+    server's accept queue (backlog 100) does not overflow: over it the kernel drops
+    the handshake's last ACK while the client believes it is connected."""
+    clients: list[socket.socket] = []
+    while len(clients) < count:
+        for _ in range(min(batch, count - len(clients))):
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        time.sleep(0.02)  # pacing, not a wait for a result: the server accepts meanwhile
+    return clients
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    s.setblocking(True)
+    s.settimeout(0.05)
+    try:
+        return s.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+
+
+@pytest.mark.usefixtures("prlimit", "many_fds")
+def test_idle_http_clients_keep_out_neither_probes_nor_dns(tmp_path: Path) -> None:
+    """The issue's repro: 1,100 idle connections to the /ready port under a 1024
+    descriptor limit made /ready fail and stopped DNS over TCP and the file source.
+    The HTTP endpoints are capped: each new connection takes the place of the oldest
+    idle one, so a probe gets in; the idle ones are cut after the request timeout."""
+    objects = examples_dir(tmp_path)
+    server = limited(ServerProcess("--manifests", str(objects), "--poll-interval", "0.2",
+                                   "--tcp-idle-timeout", "120"), 1024, 1024)
+    with server:
+        server.wait_ready()
+        clients = connect_many(server.ready_port, 1100)
+        try:
+            assert len(clients) >= 1000, f"only {len(clients)} connections got through"
+            # one probe, while every idle client still holds on
+            assert server.ready_status() == 200
+            wait_for(lambda: server.metric("clusterset_dns_http_connections_closed_total")
+                     >= len(clients) - 64, 10, "the idle connections over the cap to be closed")
+            assert server.ask(WEB, "A", tcp=True).answer
+            (objects / "later.yaml").write_text(NEW_IMPORT)
+            expect(server, f"later.demo.{Z}", "A", *LATER_A)
+            assert server.metric("clusterset_dns_manifest_errors_total") == 0
+            # the idle connections that were let in are cut (5 s to send a request)
+            wait_for(lambda: all(closed_by_server(s) for s in clients), 30,
+                     "the idle HTTP connections to be closed")
+        finally:
+            close_all(clients)
+        assert server.ready_status() == 200
 
 
 def tcp_query(name: str, rdtype: str, ident: int) -> bytes:
