@@ -15,7 +15,7 @@ about-api CRDs holds a PreferClose headless import ``near`` (one endpoint in
 
 Printed: median and p90 of both, from the write's return to the first changed
 answer, and their ratio. Each wait is bounded by ``--timeout``. Nothing here is a
-test: figures go to the README.
+test: figures go to docs/benchmark.md.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ they are written, as if it had been busy, and resumed (only questions sent after
 the resume count). Printed: p50, p99, max and timeouts of the ``quiet`` answers
 in each phase, the number of slice updates written, and how long after the
 resume the last burst update was answered. Nothing here is a test: figures go to
-the README.
+docs/benchmark.md.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class Config:
     ns_addresses: tuple[IP, ...] = flag(
         (), "address of ns.dns.<zone> (A/AAAA), repeatable", parse=ip_address, repeat=True,
         commands=SERVE_AND_DUMP, name="ns-address")
-    # Where this server runs: PreferClose imports answer local-first (see README).
+    # Where this server runs: PreferClose imports answer local-first (docs/locality.md).
     cluster_id: str | None = flag(
         None, "id of the cluster this server runs in (wins over the ClusterProperty "
         "cluster.clusterset.k8s.io); PreferClose imports answer with its endpoints first",

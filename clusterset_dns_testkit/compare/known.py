@@ -64,7 +64,7 @@ Z = ZONE
 #: each); every entry must match at least one row. "§N" is a section of
 #: docs/dns-behaviour.md.
 KNOWN_DIFFERENCES: list[Known] = [
-    # -- deliberate deviations (README "Where it differs from CoreDNS")
+    # -- deliberate deviations (docs/coredns.md)
     Known('deviation: MCS DNS schema "1.0.0" (§3.3); CoreDNS answers the cluster '
           'DNS schema "1.1.0"', (f"dns-version.{Z}. TXT",), "NOERROR", "NOERROR"),
     Known("deviation: `<clusterid>.<svc>` is an empty non-terminal, NODATA (§2.5, "

@@ -6,7 +6,7 @@ a header or is a response; an answer is a DNS response to that packet (same ID,
 QR set), parses, fits its transport (65,535 bytes over TCP; 512, or the EDNS size
 up to 1232, over UDP) and never counts as a swallowed error.
 
-    python tests/fuzz/fuzz_handler.py -runs=100000 CORPUS_DIR   # see the README
+    python tests/fuzz/fuzz_handler.py -runs=100000 CORPUS_DIR   # see docs/testing.md
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ framing done here, message by message); no data is read while the protocol asked
 not to be; the answers waiting to be sent never exceed WRITE_HIGH + WRITE_CHUNK
 + one answer; nothing raises.
 
-    python tests/fuzz/fuzz_tcp.py -runs=100000 CORPUS_DIR   # see the README
+    python tests/fuzz/fuzz_tcp.py -runs=100000 CORPUS_DIR   # see docs/testing.md
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fuzz targets, bounded for CI: 100,000 inputs each, from the seed corpus
 (real queries), in a subprocess (libFuzzer owns its process). Longer runs: see
-the README's "Fuzzing" section."""
+docs/testing.md, "Fuzzing"."""
 
 from __future__ import annotations
 
