@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dnslib import DNSRecord
 
+from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.peers import CoreDNS, KubeAPI, free_port, kubernetes_corefile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,16 +278,8 @@ def propagation(api: KubeAPI, port: int, args: argparse.Namespace) -> dict[str, 
             "max_ms": lat[-1] * 1e3 if lat else float("nan")}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--imports", type=int, default=10000)
-    parser.add_argument("--headless", type=int, default=1000)
-    parser.add_argument("--endpoints", type=int, default=100)
-    parser.add_argument("--updates", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--coredns", action="store_true", help="also measure CoreDNS")
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
-    args = parser.parse_args()
+def one_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One load of a fresh API server, our start, propagation, CoreDNS's start."""
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "objects": {"imports": args.imports, "headless": args.headless,
                                            "endpoints_per_headless": args.endpoints}}
@@ -311,6 +304,33 @@ def main() -> int:
             coredns.close()
             results["coredns"] = theirs
             print(f"coredns: {theirs}", flush=True)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--imports", type=int, default=10000)
+    parser.add_argument("--headless", type=int, default=1000)
+    parser.add_argument("--endpoints", type=int, default=100)
+    parser.add_argument("--updates", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--coredns", action="store_true", help="also measure CoreDNS")
+    parser.add_argument("--out", type=Path, help="also write the result's JSON here")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="measure this many times, each on a freshly loaded API server (1)")
+    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
+                        help="where the result is written (bench/results)")
+    args = parser.parse_args()
+    runs = [one_run(args) for _ in range(args.runs)]
+    versions = bench_results.peer_versions("kube-apiserver", "etcd")
+    if args.coredns:
+        versions |= bench_results.peer_versions("coredns")
+    # Another data set is a smoke run of the pipeline: the page shows the standard one only.
+    smaller = (args.imports, args.headless, args.endpoints) != (10000, 1000, 100)
+    results = bench_results.envelope("kube_scale", {"runs": runs}, versions=versions,
+                                     quick=smaller)
+    path = bench_results.write(results, args.results)
+    print(f"wrote {path}; regenerate the page with python bench/report.py", flush=True)
     text = json.dumps(results, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ import dns.query
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's testkit, whatever else is installed
 
+from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.dnsserver import ServerProcess  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
 
@@ -84,6 +85,12 @@ def time_until(write: Callable[[], None], done: Callable[[], bool], timeout: flo
     return time.perf_counter() - start
 
 
+def figures(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+    return {"median_ms": statistics.median(ordered) * 1000, "p90_ms": p90 * 1000}
+
+
 def summary(values: list[float]) -> str:
     ordered = sorted(values)
     p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
@@ -94,6 +101,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
+                        help="where the result is written (bench/results)")
     args = parser.parse_args()
     with KubeAPI() as api:
         api.install_crds(["mcs-api-v0.5.0", "about-api"])
@@ -126,7 +135,14 @@ def main() -> int:
             server.stop()
     print(f"ClusterProperty write -> answer: {summary(prop)}")
     print(f"EndpointSlice write -> answer (reference): {summary(slices)}")
-    print(f"ratio of medians: {statistics.median(prop) / statistics.median(slices):.2f}")
+    ratio = statistics.median(prop) / statistics.median(slices)
+    print(f"ratio of medians: {ratio:.2f}")
+    envelope = bench_results.envelope(
+        "locality", {"rounds": args.rounds, "property": figures(prop),
+                     "slice": figures(slices), "ratio": ratio},
+        versions=bench_results.peer_versions("kube-apiserver", "etcd"))
+    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
+          "python bench/report.py")
     return 0
 
 

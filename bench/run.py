@@ -8,8 +8,9 @@ For every server in turn (clusterset-dns with 1 worker, with 2 workers, Knot,
 CoreDNS when available): start it pinned to core 0, check that it answers the
 probe questions correctly, run dnsperf pinned to core 1 at full speed for the
 throughput and CPU figures, then again at half that server's measured rate
-for latency percentiles.  Writes ``bench/results/<UTC time>.md`` and ``.json``
-(and ``latest.md`` / ``latest.json``).  See bench/README.md.
+for latency percentiles.  Prints the tables and writes the JSON result to
+``bench/results/run/<UTC time>.json``; ``python bench/report.py`` makes
+docs/benchmark.md and the README's table of it.  See bench/README.md.
 
 Only 127.0.0.1 is ever sent traffic.
 """
@@ -33,16 +34,15 @@ from typing import Any
 # This checkout's clusterset_dns_testkit, whatever else is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterset_dns_testkit.bench import dataset
+from clusterset_dns_testkit.bench import dataset, page
+from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.common import REPO, log
 from clusterset_dns_testkit.bench.coredns import start_coredns
 from clusterset_dns_testkit.bench.knot import start_knot
 from clusterset_dns_testkit.bench.measure import bench_server, combine_rounds
 from clusterset_dns_testkit.bench.procs import system_cpu
-from clusterset_dns_testkit.bench.report import fmt, machine_meta, render
+from clusterset_dns_testkit.bench.report import machine_meta, render
 from clusterset_dns_testkit.bench.servers import Context, Server, ours_version, start_ours
-
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,7 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="keep both cores from idling (SCHED_IDLE busy loops) during the "
                         "half-rate latency run, so that VM wake-up delays stay out of the "
                         "percentiles (on)")
-    p.add_argument("--results", type=Path, default=HERE / "results")
+    p.add_argument("--results", type=Path, default=bench_results.RESULTS,
+                   help="where the JSON result is written (bench/results; --quick runs are "
+                        "marked so and left out of docs/benchmark.md)")
     p.add_argument("--keep-tmp", action="store_true",
                    help="keep the temp dir (logs, dnsperf output)")
     p.add_argument("--imports", type=int)
@@ -94,38 +96,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(a, name) is None:
             setattr(a, name, quick if q else full)
     return a
-
-
-def common_cell(r: dict[str, Any]) -> str:
-    if r.get("p50_common_ms") is None:
-        return "-"
-    return (f"{fmt(r['p50_common_ms'], '.3f')} / {fmt(r['p99_common_ms'], '.3f')} / "
-            f"{fmt(r.get('avg_common_ms'), '.3f')} ({r['common_rate'] / 1000:,.0f}k q/s)")
-
-
-def readme_rows(rows_by_mix: dict[str, list[dict[str, Any]]], meta: dict[str, Any]) -> str:
-    """One table over every mix, in the README's columns."""
-    lines = [f"README rows ({meta['date']}, median of {meta['rounds']} round(s)):", "",
-             "| mix | server | queries/s | p50 ms | p99 ms (at half its max rate) "
-             "| p50 / p99 / average ms at Knot's half rate "
-             "| CPU s / 100k answers | RSS MiB | q/s vs Knot | CPU vs Knot |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for mix, rows in rows_by_mix.items():
-        knot = next((r for r in rows if r["key"] == "knot" and r.get("qps")), None)
-        for r in rows:
-            if not r.get("qps"):
-                lines.append(f"| {mix} | {r['server']} | not measured | | | | | | | |")
-                continue
-            q = f"{r['qps'] / knot['qps']:.2f}" if knot else "-"
-            c = (f"{r['cpu_s_per_100k'] / knot['cpu_s_per_100k']:.2f}"
-                 if knot and r["cpu_s_per_100k"] and knot["cpu_s_per_100k"] else "-")
-            bound = " (lower bound)" if r["dnsperf_busy_pct"] > 90 else ""
-            lines.append(
-                f"| {mix} | {r['server']} | {r['qps']:,.0f}{bound} | {fmt(r['p50_ms'], '.3f')} "
-                f"| {fmt(r['p99_ms'], '.3f')} | {common_cell(r)} "
-                f"| {fmt(r['cpu_s_per_100k'], '.3f')} "
-                f"| {r['rss_mib']:.1f} | {q} | {c} |")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,17 +204,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         md = "\n".join(render(rows_by_mix[m], meta | {"mix": m, "mix_text": dataset.MIXES[m]})
                        for m in mixes)
-        md += "\n" + readme_rows(rows_by_mix, meta)
-        a.results.mkdir(parents=True, exist_ok=True)
-        stem = now.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if a.quick else "")
-        (a.results / f"{stem}.md").write_text(md)
-        (a.results / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows},
-                                                           indent=1, default=str))
-        shutil.copyfile(a.results / f"{stem}.md", a.results / "latest.md")
-        shutil.copyfile(a.results / f"{stem}.json", a.results / "latest.json")
+        knot = meta["knot"].rsplit("version", 1)[-1].strip() if meta["knot"] else ""
+        result = bench_results.envelope(
+            "run", {"meta": meta, "rows": rows}, quick=a.quick, when=now,
+            versions={"dnsperf": meta["dnsperf"]} | ({"knot": knot} if knot else {})
+            | (bench_results.peer_versions("coredns") if "coredns" in wanted else {}))
+        path = bench_results.write(result, a.results)
+        md += "\nREADME rows:\n\n" + "\n".join(page.run_table(result, full=False)) + "\n"
         print()
         print(md)
-        log(f"wrote {a.results / stem}.md and .json; total {time.time() - t_start:.0f} s")
+        log(f"wrote {path}; total {time.time() - t_start:.0f} s; regenerate docs/benchmark.md "
+            f"and the README's table with python bench/report.py")
         measured = [r for r in rows if r.get("qps")]
         failed = [r for r in rows if r.get("error")]
         return 1 if failed or not measured else 0

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import kube_scale  # noqa: E402
 
+from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
 
 
@@ -63,6 +64,8 @@ def main() -> int:
     parser.add_argument("--imports", type=int, default=10000)
     parser.add_argument("--headless", type=int, default=1000)
     parser.add_argument("--endpoints", type=int, default=100)
+    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
+                        help="where the result is written (bench/results)")
     args = parser.parse_args()
     servers: list[str] = [str(c.resolve()) for c in (args.checkout or [ROOT])]
     if args.coredns:
@@ -87,6 +90,16 @@ def main() -> int:
         medians: dict[str, Any] = {key: statistics.median(run[key] for run in runs)
                                    for key in runs[0]}
         print(f"  {server}: " + ", ".join(f"{k} {v:.3f}" for k, v in medians.items()))
+    # Checkouts are named by their version, not by where they sit on this machine.
+    named = {("CoreDNS" if server == "coredns" else
+              f"clusterset-dns {bench_results.git_version(Path(server))}"): runs
+             for server, runs in results.items()}
+    smaller = (args.imports, args.headless, args.endpoints) != (10000, 1000, 100)
+    envelope = bench_results.envelope(
+        "startup", {"rounds": args.rounds, "servers": named}, quick=smaller,
+        versions=bench_results.peer_versions("kube-apiserver", "etcd", "coredns"))
+    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
+          "python bench/report.py")
     return 0
 
 

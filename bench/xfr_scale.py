@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kube_scale import NAMESPACES, SLICES, Writer, ip4, load, propagation
 
+from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.peers import KubeAPI, free_port
 from clusterset_dns_testkit.secondary import KnotSecondary, serial_at
 
@@ -64,6 +65,14 @@ def wait(pred: Any, timeout: float, what: str) -> Any:
     raise RuntimeError(f"timed out after {timeout}s: {what}")
 
 
+def knot_version() -> dict[str, str]:
+    try:
+        out = subprocess.run(["knotd", "-V"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return {"knot": out.strip().rsplit("version", 1)[-1].strip()} if out else {}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--imports", type=int, default=10000)
@@ -71,7 +80,9 @@ def main() -> int:
     parser.add_argument("--endpoints", type=int, default=100)
     parser.add_argument("--updates", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="also write the result's JSON here")
+    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
+                        help="where the result is written (bench/results)")
     args = parser.parse_args()
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "objects": {"imports": args.imports, "headless": args.headless,
@@ -121,7 +132,13 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(10)
-    text = json.dumps(results, indent=2)
+    smaller = (args.imports, args.headless, args.endpoints) != (10000, 1000, 100)
+    envelope = bench_results.envelope(
+        "xfr_scale", results, quick=smaller,
+        versions=bench_results.peer_versions("kube-apiserver", "etcd") | knot_version())
+    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
+          "python bench/report.py", flush=True)
+    text = json.dumps(envelope, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")

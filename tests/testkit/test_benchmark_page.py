@@ -1,0 +1,94 @@
+"""docs/benchmark.md and the README's performance table are what bench/report.py makes of
+the committed results, and the results pipeline picks what it should."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterset_dns_testkit.bench import page
+from clusterset_dns_testkit.bench import results as res
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_page_is_generated_from_the_results() -> None:
+    assert (ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8") == page.page()
+
+
+def test_readme_table_is_generated_from_the_results() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert page.replace_readme_table(readme, page.readme_table()) == readme
+    assert page.readme_table() in readme
+
+
+def test_every_committed_result_is_a_full_run_with_its_facts() -> None:
+    files = sorted(res.RESULTS.glob("*/*.json"))
+    assert files, "no results committed"
+    for path in files:
+        result = res.load(path)
+        assert path.parent.name == result["benchmark"] in res.BENCHMARKS
+        assert result["command"].startswith(f"python bench/{result['benchmark']}.py"), path
+        assert not result["quick"], f"{path}: a --quick run is not a result to publish"
+        assert result["versions"].get("clusterset-dns"), path
+        assert result["machine"].get("cpus"), path
+
+
+def run_result(qps: float, when: str, quick: bool = False) -> dict[str, Any]:
+    def row(key: str, server: str, q: float) -> dict[str, Any]:
+        return {"key": key, "server": server, "mix": "standard", "qps": q,
+                "cpu_s_per_100k": 100_000 / q, "rss_mib": 40.0, "p50_ms": 0.05,
+                "p99_ms": 0.5, "p50_common_ms": 0.05, "p99_common_ms": 0.4,
+                "avg_common_ms": 0.07, "common_rate": 50_000.0, "server_busy_pct": 99.0,
+                "dnsperf_busy_pct": 50.0, "warnings": []}
+    meta = {"dataset": {"imports": 1000, "headless": 100, "endpoints": 10, "clusters": 2,
+                        "namespaces": 10, "n_queries": 100_000},
+            "dnsperf_args": "-B -c 16", "duration": 10.0, "rounds": 1}
+    return res.envelope(
+        "run", {"meta": meta, "rows": [row("ours1", "clusterset-dns, 1 worker", qps),
+                                       row("knot", "Knot DNS", 100_000.0)]},
+        quick=quick, argv=["bench/run.py"] + (["--quick"] if quick else []),
+        when=dt.datetime.strptime(when, "%Y-%m-%d %H:%M").replace(tzinfo=dt.UTC))
+
+
+def test_pipeline_takes_the_newest_full_run(tmp_path: Path) -> None:
+    results = tmp_path / "bench" / "results"
+    older = res.write(run_result(111_111, "2026-12-01 10:00"), results)
+    newest = res.write(run_result(222_222, "2026-12-02 10:00"), results)
+    res.write(run_result(333_333, "2026-12-03 10:00", quick=True), results)
+    assert older.name == "20261201T1000Z.json"
+    assert res.latest("run", results) == (newest, res.load(newest))
+    table = page.readme_table(results)
+    assert "222,222" in table and "| 2.22 | 0.45 |" in table  # q/s and CPU vs Knot
+    assert "333,333" in page.readme_table(results, include_quick=True)
+    text = page.page(results, page_dir=tmp_path / "docs")
+    assert "222,222" in text and "111,111" not in text and "333,333" not in text
+    assert "(../bench/results/run/20261202T1000Z.json)" in text
+    assert "No result yet: run `python bench/storm.py`." in text
+
+
+def test_a_file_that_is_not_a_result_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "x.json").write_text(json.dumps({"meta": {}, "rows": []}))
+    with pytest.raises(ValueError, match="not a benchmark result"):
+        res.latest("run", tmp_path)
+
+
+def test_report_check_fails_on_a_hand_edited_table(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    edited = tmp_path / "README.md"
+    edited.write_text(readme.replace("| 1.16 |", "| 1.61 |", 1), encoding="utf-8")
+    assert edited.read_text(encoding="utf-8") != readme
+    check = [sys.executable, str(ROOT / "bench" / "report.py"), "--check",
+             "--page", str(ROOT / "docs" / "benchmark.md")]
+    bad = subprocess.run([*check, "--readme", str(edited)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "README.md is not what" in bad.stderr
+    good = subprocess.run([*check, "--readme", str(ROOT / "README.md")], capture_output=True,
+                          text=True)
+    assert good.returncode == 0, good.stderr
