@@ -94,6 +94,9 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
     stop = asyncio.Event()
     for signum in signals:
         loop.add_signal_handler(signum, stop.set)
+    # SIGHUP (a closed terminal, a habit of reloading daemons) is ignored: there is no
+    # configuration file to reload, and the sources follow their data on their own.
+    loop.add_signal_handler(signal.SIGHUP, _hangup, worker)
     # A worker gets the parent's updates: the parent has logged what they reject.
     cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses,
                   log_rejected=not worker, cluster_id=config.cluster_id,
@@ -112,6 +115,12 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
         handler.transfers = True
         handler.udp_transfer = transfers.udp
     return ProcessState(stop, cache, handler, transfers, journal)
+
+
+def _hangup(worker: bool) -> None:
+    if not worker:
+        log.info("SIGHUP ignored: flags are read at start only; the source follows its "
+                 "data without a reload")
 
 
 def snapshot(cache: Cache) -> list[Op]:
@@ -236,6 +245,7 @@ async def serve(config: Config) -> int:
             await http.serve(where, table)
         source = asyncio.create_task(make_source(config, sink.apply)(), name="source")
         synced = asyncio.create_task(sink.synced.wait())
+        stopper = asyncio.create_task(state.stop.wait())
         # The first load is a few hundred thousand objects that all stay (answers,
         # models): the cyclic collector would go over them again and again while they
         # arrive (0.17 s of a 2.6 s start at 10,000 imports and 100,000 endpoints) and
@@ -243,8 +253,9 @@ async def serve(config: Config) -> int:
         sink.starting = True
         gc.disable()
         try:
-            # A source that fails at start (an unusable kubeconfig) ends start-up at once.
-            await asyncio.wait({synced, source}, timeout=config.startup_timeout,
+            # A source that fails at start (an unusable kubeconfig) ends start-up at once,
+            # and so does a stop signal: nothing is served yet, there is no lame duck.
+            await asyncio.wait({synced, source, stopper}, timeout=config.startup_timeout,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             gc.enable()
@@ -253,6 +264,11 @@ async def serve(config: Config) -> int:
         if failed is not None:
             synced.cancel()
             return failed
+        if state.stop.is_set():
+            synced.cancel()
+            source.cancel()
+            log.info("stopped during start-up")
+            return 0
         if not synced.done():
             synced.cancel()
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
@@ -264,7 +280,6 @@ async def serve(config: Config) -> int:
             notifier.start()
             notifier.changed()  # a secondary may hold an older zone than this start's
         log.info("ready: %s", cache.counts())
-        stopper = asyncio.create_task(state.stop.wait())
         await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)
         failed = _source_failed(source)
         if failed is not None:
@@ -272,6 +287,9 @@ async def serve(config: Config) -> int:
         # Lame duck: /ready fails at once so the pod leaves its Service's endpoints,
         # while DNS keeps answering the queries still routed here.
         stopping = True
+        # A stop signal to the whole process group reaches the workers too: they stop
+        # with us (their own lame duck), and are not restarted.
+        pool.stopping = True
         if config.lameduck > 0:
             log.info("shutting down: /ready is 503, DNS answers for %gs more (--lameduck)",
                      config.lameduck)
@@ -352,6 +370,10 @@ async def _worker_serve(config: Config, sock: socket.socket) -> int:
         sock, apply, dns.start, state.handler.stats, lambda: bool(dns.bound)))
     stopper = asyncio.create_task(state.stop.wait())
     await asyncio.wait({follow, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if stopper.done() and not follow.done() and dns.bound and config.lameduck > 0:
+        # SIGTERM to the whole process group: the parent is in its lame duck; keep
+        # answering (and following it) until it ends it by going away, or our own ends.
+        await asyncio.wait({follow}, timeout=config.lameduck)
     code = 0
     if follow.done() and not follow.cancelled() and follow.exception() is not None:
         # Never serve a zone that stopped changing: exit, the parent restarts us.

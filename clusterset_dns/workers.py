@@ -48,6 +48,7 @@ REPORT_SECONDS = 1.0  # how often a worker reports
 STALL_SECONDS = 10.0  # no report, or no progress on a pending update, this long: restart
 RESTART_FIRST, RESTART_CAP = 0.5, 30.0  # back-off between restarts of one worker
 HEALTHY_SECONDS = 60.0  # a worker serving this long resets its restart back-off
+STOP_SECONDS = 2.0  # at shutdown, for a worker to exit on its socketpair's EOF
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,12 +167,20 @@ class WorkerPool:
         return [self.retired, *(w.stats for w in self.workers)]
 
     async def stop(self) -> None:
+        """Closing the socketpair stops a worker at once (a worker that got SIGTERM
+        itself waits for that, its lame duck, at most --lameduck); SIGTERM after
+        STOP_SECONDS, SIGKILL 10 s later."""
         self.stopping = True
         for task in self._tasks:
             task.cancel()
         for worker in self.workers:
             if worker.writer is not None:
                 worker.writer.close()
+        deadline = time.monotonic() + STOP_SECONDS
+        while time.monotonic() < deadline and any(
+                w.proc is not None and w.proc.poll() is None for w in self.workers):
+            await asyncio.sleep(0.02)
+        for worker in self.workers:
             if worker.proc is not None and worker.proc.poll() is None:
                 worker.proc.terminate()
         for worker in self.workers:
@@ -232,6 +241,8 @@ class WorkerPool:
             if proc is not None and proc.poll() is None:
                 proc.kill()
         if self.stopping or proc is not worker.proc:
+            # Shutting down (a stop signal to the process group reached the worker too):
+            # no restart, no error.
             return
         worker.serving = False
         add_stats(self.retired, worker.stats)
@@ -352,5 +363,5 @@ async def follow_parent(sock: socket.socket, apply: Callable[[list[Op]], None],
 
 def ignore_interrupts() -> None:
     """A worker leaves Ctrl-C (SIGINT to the whole process group) to its parent, which
-    stops it; it still stops on SIGTERM."""
+    stops it; it still stops on SIGTERM (after its lame duck, see app)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
