@@ -31,18 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--include-quick", action="store_true",
                    help="let --quick smoke runs count as results")
     a = p.parse_args(argv)
-    new_page = page.page(a.results, a.include_quick, a.page.parent)
-    readme = a.readme.read_text(encoding="utf-8")
-    new_readme = page.replace_readme_table(readme, page.readme_table(a.results, a.include_quick))
-    stale = [path for path, old, new in ((a.page, a.page.read_text(encoding="utf-8")
-                                          if a.page.exists() else "", new_page),
-                                         (a.readme, readme, new_readme)) if old != new]
+    stale = page.regenerate(a.results, a.page, a.readme, a.include_quick, write=not a.check)
     if a.check:
         for path in stale:
             print(f"{path} is not what bench/report.py makes of {a.results}", file=sys.stderr)
         return 1 if stale else 0
-    a.page.write_text(new_page, encoding="utf-8")
-    a.readme.write_text(new_readme, encoding="utf-8")
     for path in stale:
         print(f"rewrote {path}")
     return 0

@@ -312,3 +312,19 @@ def page(results: Path = res.RESULTS, include_quick: bool = False,
         path, result = found
         lines += section(path.resolve(), result, page_dir.resolve())
     return "\n".join(lines) + "\n"
+
+
+def regenerate(results: Path, page_path: Path, readme_path: Path, include_quick: bool = False,
+               write: bool = True) -> list[Path]:
+    """Make ``page_path`` and the table of ``readme_path`` from ``results``; return the
+    files that were not what the results give (rewritten unless ``write`` is false)."""
+    new_page = page(results, include_quick, page_path.parent)
+    readme = readme_path.read_text(encoding="utf-8")
+    new_readme = replace_readme_table(readme, readme_table(results, include_quick))
+    old_page = page_path.read_text(encoding="utf-8") if page_path.exists() else ""
+    stale = [path for path, old, new in ((page_path, old_page, new_page),
+                                         (readme_path, readme, new_readme)) if old != new]
+    if write:
+        page_path.write_text(new_page, encoding="utf-8")
+        readme_path.write_text(new_readme, encoding="utf-8")
+    return stale
