@@ -100,7 +100,8 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
     # A worker gets the parent's updates: the parent has logged what they reject.
     cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses,
                   log_rejected=not worker, cluster_id=config.cluster_id,
-                  topology_zone=config.topology_zone)
+                  topology_zone=config.topology_zone, node_name=config.node_name,
+                  serve_terminating=config.serve_terminating)
     handler = Handler(cache.zone, config.edns_udp_size)
     transfers = journal = None
     if config.allow_transfer:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from clusterset_dns import names, wire
-from clusterset_dns.model import IP, EndpointSlice, ObjectKey, Port, ServiceImport
+from clusterset_dns.model import IP, EndpointSlice, ObjectKey, Port, Prefer, ServiceImport
 from clusterset_dns.names import Labels, ZoneNames, to_wire
 from clusterset_dns.records import Built, RecordBuilder
 
@@ -191,13 +191,20 @@ class Zone:
 class Cache:
     def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = (),
                  log_rejected: bool = True, cluster_id: str | None = None,
-                 topology_zone: str | None = None) -> None:
+                 topology_zone: str | None = None, node_name: str | None = None,
+                 serve_terminating: bool = False) -> None:
         """``log_rejected=False``: a worker process, whose parent already logged what
         the same update rejected (the result still reports it). ``cluster_id`` and
-        ``topology_zone``: where the server runs, as configured (changed later by ops)."""
+        ``topology_zone``: where the server runs, as configured (changed later by ops);
+        ``node_name`` and ``serve_terminating``: as configured, never changed."""
         self.builder = RecordBuilder(zone_names, ttl)
         self.builder.cluster_id = cluster_id
         self.builder.topology_zone = topology_zone
+        self.builder.node_name = node_name
+        self.builder.serve_terminating = serve_terminating
+        # Imports whose trafficDistribution is not understood (answered without a
+        # preference): their value, for the metric; each is logged once.
+        self.unknown_traffic: dict[ObjectKey, str] = {}
         self.names = zone_names
         self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
         self.imports: dict[ObjectKey, ServiceImport] = {}
@@ -276,9 +283,10 @@ class Cache:
             if builder.topology_zone == op.zone:
                 return
             builder.topology_zone = op.zone
-        # Only PreferClose imports depend on where the server runs; a ClusterSetIP one
+        # Only preferring imports depend on where the server runs; a ClusterSetIP one
         # is rebuilt too (its answers come out the same): rarer than worth a check.
-        dirty.update(key for key, imp in self.imports.items() if imp.prefer_close)
+        dirty.update(key for key, imp in self.imports.items()
+                     if imp.prefer is not Prefer.NOTHING)
 
     def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
                     rejected: list[Rejected]) -> None:
@@ -292,7 +300,22 @@ class Cache:
             del self.imports[key]
         else:
             self.imports[key] = obj
+        self._note_traffic(key, obj)
         dirty.add(key)
+
+    def _note_traffic(self, key: ObjectKey, imp: ServiceImport | None) -> None:
+        """Logs a trafficDistribution value not understood once per import (and value)."""
+        unknown = imp.unknown_traffic if imp is not None else None
+        if unknown is None:
+            self.unknown_traffic.pop(key, None)
+            return
+        if self.unknown_traffic.get(key) == unknown:
+            return
+        self.unknown_traffic[key] = unknown
+        if self._log_rejected:
+            log.warning("ServiceImport %s/%s: trafficDistribution %r is not understood "
+                        "(PreferClose, PreferSameZone, PreferSameNode are); answered without "
+                        "a preference", *key, unknown)
 
     def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey],
                    rejected: list[Rejected]) -> None:
@@ -374,7 +397,8 @@ class Cache:
                 # most 40 characters, so it is only worked out when room is short.
                 room = (names.MAX_NAME_WIRE - names.wire_length(service)
                         - names.wire_length(cluster))
-                for endpoint in piece.endpoints:
+                for endpoint in (piece.endpoints + piece.serving if piece.serving
+                                 else piece.endpoints):
                     if endpoint.hostname is not None:
                         longest = len(endpoint.hostname)
                     elif room > names.MAX_DERIVED_HOSTNAME:

@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         for command in meta["commands"]:
             # Values stay text here (default None = not given); _to_config parses them,
             # so a flag and its environment variable go through the same code.
+            if meta["switch"]:  # a flag without a value: on when given
+                subs[command].add_argument(
+                    flag_name(f), dest=f.name, default=None, action="store_const",
+                    const="true", help=f"{meta['help']} [env {env_name(f)}=true]")
+                continue
             subs[command].add_argument(
                 flag_name(f), dest=f.name, default=None,
                 action="append" if meta["repeat"] else "store",

@@ -62,12 +62,23 @@ def parse_target(value: str) -> HostPort:
     return host, port
 
 
+def parse_switch(value: str) -> bool:
+    """A switch's environment value: true/false, 1/0, yes/no (the flag itself: true)."""
+    text = value.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ValueError("not true or false")
+
+
 def flag(default: Any, help: str, *, parse: Callable[[str], Any] = str, repeat: bool = False,
          choices: tuple[str, ...] | None = None, commands: tuple[str, ...] = SERVE,
-         name: str | None = None) -> Any:
-    """A field that is also a command-line flag (``--<field-name>`` unless ``name``)."""
-    meta = {"help": help, "parse": parse, "repeat": repeat, "choices": choices,
-            "commands": commands, "name": name}
+         name: str | None = None, switch: bool = False) -> Any:
+    """A field that is also a command-line flag (``--<field-name>`` unless ``name``);
+    ``switch``: a flag without a value (a bool field)."""
+    meta = {"help": help, "parse": parse_switch if switch else parse, "repeat": repeat,
+            "choices": choices, "commands": commands, "name": name, "switch": switch}
     return field(default=default, metadata=meta)
 
 
@@ -83,7 +94,7 @@ class Config:
     ns_addresses: tuple[IP, ...] = flag(
         (), "address of ns.dns.<zone> (A/AAAA), repeatable", parse=ip_address, repeat=True,
         commands=SERVE_AND_DUMP, name="ns-address")
-    # Where this server runs: PreferClose imports answer local-first (docs/locality.md).
+    # Where this server runs: preferring imports answer local-first (docs/locality.md).
     cluster_id: str | None = flag(
         None, "id of the cluster this server runs in (wins over the ClusterProperty "
         "cluster.clusterset.k8s.io); PreferClose imports answer with its endpoints first",
@@ -94,6 +105,14 @@ class Config:
     topology_zone_from_node: str | None = flag(
         None, "read --topology-zone from this Node's topology.kubernetes.io/zone label "
         "(Kubernetes source only; e.g. the pod's spec.nodeName)")
+    node_name: str | None = flag(
+        None, "name of the node this server runs on (e.g. the pod's spec.nodeName); "
+        "PreferSameNode imports rank the local cluster's endpoints with this nodeName first",
+        commands=SERVE_AND_DUMP)
+    serve_terminating: bool = flag(
+        False, "answer with serving (terminating) endpoints when an import has no ready "
+        "one in any cluster, instead of NXDOMAIN (a deviation from the MCS specification)",
+        switch=True, commands=SERVE_AND_DUMP)
     # Listeners.
     listen: tuple[HostPort, ...] = flag(
         (("::", 53),), "DNS address HOST:PORT (UDP and TCP), repeatable; :PORT = every address",
@@ -179,6 +198,7 @@ class Config:
         need(self.topology_zone is None or self.topology_zone_from_node is None,
              "topology-zone-from-node", "give either it or --topology-zone, not both")
         need(self.topology_zone != "", "topology-zone", "must not be empty")
+        need(self.node_name != "", "node-name", "must not be empty")
         need(self.topology_zone_from_node is None or self.manifests is None,
              "topology-zone-from-node", "needs the Kubernetes source (not --manifests)")
         for api in self.serviceimport_apis:

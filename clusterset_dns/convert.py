@@ -24,6 +24,7 @@ from clusterset_dns.model import (
     EndpointSlice,
     ObjectKey,
     Port,
+    Prefer,
     ServiceImport,
     ServiceType,
 )
@@ -32,9 +33,15 @@ GROUP = "multicluster.x-k8s.io"
 SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
 SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 SLICE_API_VERSION = "discovery.k8s.io/v1"
-PREFER_CLOSE = "PreferClose"  # ServiceImport trafficDistribution (mcs-api v0.5.0)
+# ServiceImport trafficDistribution: PreferClose (mcs-api v0.5.0) and the values of
+# Kubernetes 1.33's Service field (PreferSameZone is PreferClose's newer name).
+TRAFFIC_DISTRIBUTION = {"PreferClose": Prefer.ZONE, "PreferSameZone": Prefer.ZONE,
+                        "PreferSameNode": Prefer.NODE}
 ABOUT_GROUP = "about.k8s.io"
-CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"  # the ClusterProperty naming this cluster
+# The ClusterProperties naming this cluster, the one that wins first: the about-api's
+# (and the proposed rename's) name, then the one the MCS DNS specification still uses.
+CLUSTER_ID_PROPERTIES = ("cluster.clusterset.k8s.io", "id.k8s.io")
+CLUSTER_ID_PROPERTY = CLUSTER_ID_PROPERTIES[0]
 ZONE_LABEL = "topology.kubernetes.io/zone"  # a Node's zone
 
 Warn = Callable[[str], None]
@@ -160,13 +167,21 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
             continue
         if ip not in ips:
             ips.append(ip)
+    traffic = _field(obj, "trafficDistribution")
+    prefer = TRAFFIC_DISTRIBUTION.get(traffic, Prefer.NOTHING) if isinstance(traffic, str) \
+        else Prefer.NOTHING
+    unknown = None
+    if traffic is not None and (not isinstance(traffic, str) or traffic not in
+                                TRAFFIC_DISTRIBUTION):
+        unknown = traffic[:100] if isinstance(traffic, str) else repr(traffic)[:100]
     return ServiceImport(
         namespace=namespace.lower(),
         name=name.lower(),
         type=svc_type,
         ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
         ports=_ports(_field(obj, "ports"), "ports", warn),
-        prefer_close=_field(obj, "trafficDistribution") == PREFER_CLOSE,
+        prefer=prefer,
+        unknown_traffic=unknown,
     )
 
 
@@ -175,13 +190,17 @@ def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> Endpoint | None:
-    """One ready endpoint, or None when it is not ready (absent ``ready`` = ready)."""
+def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, bool] | None:
+    """One endpoint and whether it is ready (absent ``ready`` = ready); None when it is
+    neither ready nor serving (``serving`` absent: as ``ready``)."""
     if not _is_mapping(raw):
         raise InvalidObject("not an object")
     conditions = raw.get("conditions")
+    ready = True
     if _is_mapping(conditions) and conditions.get("ready") is False:
-        return None
+        if conditions.get("serving") is not True:
+            return None
+        ready = False
     raw_addresses = raw.get("addresses") or []
     if not isinstance(raw_addresses, list):
         raise InvalidObject("addresses is not a list")
@@ -203,8 +222,11 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> Endpoint | None:
     zone = raw.get("zone")
     # Zones are compared, never put into names: any non-empty string will do.
     zone = sys.intern(zone) if isinstance(zone, str) and zone else None
-    return Endpoint(addresses=tuple(addresses), hostname=hostname,
-                    zone=zone) if addresses else None
+    node = raw.get("nodeName")
+    node = sys.intern(node) if isinstance(node, str) and node else None
+    if not addresses:
+        return None
+    return Endpoint(addresses=tuple(addresses), hostname=hostname, zone=zone, node=node), ready
 
 
 def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlice | None:
@@ -237,14 +259,15 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     if not isinstance(raw_endpoints, list):
         raise InvalidObject("endpoints is not a list")
     endpoints: list[Endpoint] = []
+    serving: list[Endpoint] = []
     for i, raw in enumerate(raw_endpoints):
         try:
-            endpoint = _endpoint(raw, family, i, warn)
+            found = _endpoint(raw, family, i, warn)
         except InvalidObject as exc:
             warn(f"endpoints[{i}] skipped: {exc}")
             continue
-        if endpoint is not None:
-            endpoints.append(endpoint)
+        if found is not None:
+            (endpoints if found[1] else serving).append(found[0])
     return EndpointSlice(
         namespace=namespace.lower(),
         name=name,
@@ -252,6 +275,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
         cluster=cluster,
         endpoints=tuple(endpoints),
         ports=_ports(obj.get("ports"), "ports", warn),
+        serving=tuple(serving),
     )
 
 
@@ -273,14 +297,21 @@ def is_cluster_property(obj: Mapping[str, Any]) -> bool:
 
 
 def cluster_property(obj: Mapping[str, Any], warn: Warn = _ignore) -> str | None:
-    """The cluster id a ClusterProperty gives (only ``cluster.clusterset.k8s.io``
-    does; None for any other property)."""
+    """The cluster id a ClusterProperty gives (only those of CLUSTER_ID_PROPERTIES
+    do; None for any other property)."""
     _, name = key_of(obj)
-    if name != CLUSTER_ID_PROPERTY:
+    if name not in CLUSTER_ID_PROPERTIES:
         return None
     spec = obj.get("spec")
     value = spec.get("value") if isinstance(spec, Mapping) else None
     return cluster_id(value)
+
+
+def pick_cluster_id(values: Mapping[str, str | None]) -> str | None:
+    """The cluster id given the values of the ClusterProperties by name: the first of
+    CLUSTER_ID_PROPERTIES that has one wins."""
+    return next((values[name] for name in CLUSTER_ID_PROPERTIES
+                 if values.get(name) is not None), None)
 
 
 def node_zone(obj: Mapping[str, Any]) -> str | None:

@@ -31,7 +31,8 @@ def dump(config: Config, out: TextIO) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     assert config.manifests is not None
     cache = Cache(names.ZoneNames(config.zone), config.ttl, config.ns_addresses,
-                  cluster_id=config.cluster_id, topology_zone=config.topology_zone)
+                  cluster_id=config.cluster_id, topology_zone=config.topology_zone,
+                  node_name=config.node_name, serve_terminating=config.serve_terminating)
 
     def apply(ops: list[Op]) -> None:
         cache.apply(ops)  # what it rejects, the cache has logged

@@ -1,8 +1,10 @@
 """Where the server runs, learnt from the Kubernetes API (Kubernetes source only).
 
-- The cluster id: the about-api ClusterProperty ``cluster.clusterset.k8s.io``
-  (group about.k8s.io, cluster-scoped), watched by a :class:`watch.Reflector`
-  restricted to that one object, so that a change at run time applies. Only
+- The cluster id: the about-api ClusterProperty ``cluster.clusterset.k8s.io``, else
+  ``id.k8s.io`` (the name the MCS DNS specification still uses; group
+  about.k8s.io, cluster-scoped), watched by a :class:`watch.Reflector` over the
+  ClusterProperties (a field selector names one object only; a cluster has a
+  handful), so that a change at run time applies. Only
   when ``--cluster-id`` is not given (the flag wins). When no version of the
   group serves ``clusterproperties`` (the CRD is not installed), nothing
   changes: that is said once, and discovery is tried again every
@@ -38,16 +40,20 @@ DISCOVER_INTERVAL = 60.0  # seconds between looks for the ClusterProperty CRD wh
 NODE_RECHECK = 300.0  # seconds between reads of the Node's zone label
 
 
-def property_resource(group_version: str) -> Resource:
-    def put(_: ObjectKey, cluster_id: str | None) -> Op:
-        return SetClusterId(cluster_id)
+def property_resource(group_version: str, values: dict[str, str | None]) -> Resource:
+    """``values``: the id each naming property gives now, kept by ``put``: the ops it
+    makes are applied in the order they are made, so the last one carries the id."""
+    def put(key: ObjectKey, cluster_id: str | None) -> Op:
+        if key[1] in convert.CLUSTER_ID_PROPERTIES:
+            values[key[1]] = cluster_id
+        return SetClusterId(convert.pick_cluster_id(values))
 
     def to_model(obj: Mapping[str, Any], warn: Callable[[str], None]) -> str | None:
         return convert.cluster_property(obj, warn)
 
     return Resource(f"clusterproperties {group_version}",
                     f"/apis/{group_version}/clusterproperties", "property", None, to_model,
-                    put, field_selector=f"metadata.name={convert.CLUSTER_ID_PROPERTY}")
+                    put)
 
 
 class Locality:
@@ -133,8 +139,9 @@ class Locality:
                 continue
             said_absent = False
             log.info("watching ClusterProperty %s (%s) for the cluster id",
-                     convert.CLUSTER_ID_PROPERTY, group_version)
-            reflector = Reflector(client, property_resource(group_version), self.apply,
+                     " / ".join(convert.CLUSTER_ID_PROPERTIES), group_version)
+            values: dict[str, str | None] = {}
+            reflector = Reflector(client, property_resource(group_version, values), self.apply,
                                   self.invalid, self.config, lambda: None, discovered=True)
             try:
                 await reflector.run()

@@ -247,7 +247,8 @@ class FileObjects:
     signature: Signature
     imports: dict[ObjectKey, ServiceImport] = field(default_factory=dict)
     slices: dict[ObjectKey, EndpointSlice] = field(default_factory=dict)
-    cluster_id: str | None = None  # from a ClusterProperty cluster.clusterset.k8s.io
+    # From the ClusterProperties naming the cluster (convert.CLUSTER_ID_PROPERTIES), by name.
+    cluster_ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +332,7 @@ def read_file(path: Path, signature: Signature, groups: frozenset[str],
                 elif convert.is_cluster_property(obj):
                     cluster_id = convert.cluster_property(obj, warn)
                     if cluster_id is not None:
-                        result.cluster_id = cluster_id
+                        result.cluster_ids[convert.key_of(obj)[1]] = cluster_id
             except convert.InvalidObject as exc:
                 log.warning("%s: %s skipped: %s", path, what, exc)
                 invalid(convert.kind_of(obj))
@@ -478,7 +479,7 @@ class ManifestSource:
             cluster_id = self._cluster_id()
             if self.cluster_property and cluster_id != self.cluster_id:
                 log.info("cluster id %s (ClusterProperty %s in the manifests)",
-                         cluster_id or "unknown", convert.CLUSTER_ID_PROPERTY)
+                         cluster_id or "unknown", " or ".join(convert.CLUSTER_ID_PROPERTIES))
                 ops.insert(0, SetClusterId(cluster_id))
                 self.cluster_id = cluster_id
             if not self.synced:
@@ -488,9 +489,12 @@ class ManifestSource:
         return []
 
     def _cluster_id(self) -> str | None:
-        """The ClusterProperty's value; in two files, the one that sorts last wins."""
-        found = [self.files[path].cluster_id for path in sorted(self.files)]
-        return next((c for c in reversed(found) if c is not None), None)
+        """The ClusterProperties' value (cluster.clusterset.k8s.io wins over id.k8s.io);
+        one name in two files: the file that sorts last wins."""
+        values: dict[str, str | None] = {}
+        for path in sorted(self.files):
+            values.update(self.files[path].cluster_ids)
+        return convert.pick_cluster_id(values)
 
     def _merge(self, what: str) -> dict[ObjectKey, Any]:
         """Every file's objects; on a duplicate key the file that sorts last wins,

@@ -120,6 +120,10 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily("clusterset_dns_synced", "1 once both resources were listed",
                                 value=1 if zone.synced else 0)
         yield GaugeMetricFamily("clusterset_dns_zone_serial", "SOA serial", value=zone.serial)
+        yield GaugeMetricFamily("clusterset_dns_unknown_traffic_distribution",
+                                "ServiceImports whose trafficDistribution is not understood "
+                                "(answered without a preference; each logged once)",
+                                value=len(self.cache.unknown_traffic))
         objects = GaugeMetricFamily("clusterset_dns_objects", "Objects in the cache",
                                     labels=["kind"])
         for kind, count in self.cache.counts().items():

@@ -18,6 +18,16 @@ class ServiceType(enum.Enum):
     HEADLESS = "Headless"
 
 
+class Prefer(enum.Enum):
+    """What a Headless import's trafficDistribution asks of the answers that choose
+    among endpoints (records.Tiers): nothing, the server's zone (PreferClose,
+    PreferSameZone), or its node, then zone (PreferSameNode)."""
+
+    NOTHING = 0
+    ZONE = 1
+    NODE = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Port:
     name: str  # lower-cased; "" when the port is unnamed
@@ -32,9 +42,11 @@ class ServiceImport:
     type: ServiceType
     ips: tuple[IP, ...]
     ports: tuple[Port, ...]
-    # trafficDistribution is PreferClose: a Headless import answers with the local
-    # cluster's (and zone's) endpoints when it has ready ones (see records.closest).
-    prefer_close: bool = False
+    # trafficDistribution, as far as it is understood: a Headless import ranks its
+    # endpoints local-first (see records.Tiers).
+    prefer: Prefer = Prefer.NOTHING
+    # A trafficDistribution value not understood (answered as NOTHING; logged once).
+    unknown_traffic: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +54,7 @@ class Endpoint:
     addresses: tuple[IP, ...]
     hostname: str | None  # lower-cased; None: derive from the address
     zone: str | None = None  # the endpoint's topology zone, as the slice gives it
+    node: str | None = None  # the endpoint's nodeName, as the slice gives it
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +65,9 @@ class EndpointSlice:
     cluster: str | None  # value of multicluster.kubernetes.io/source-cluster
     endpoints: tuple[Endpoint, ...]  # ready endpoints only
     ports: tuple[Port, ...]
+    # Not ready but serving (terminating): answered only with --serve-terminating, when
+    # the import has no ready endpoint at all.
+    serving: tuple[Endpoint, ...] = ()
 
 
 # Keys of the two object stores: (namespace, object name).

@@ -14,7 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from clusterset_dns import names, wire
-from clusterset_dns.model import IP, EndpointSlice, Port, ServiceImport, ServiceType
+from clusterset_dns.model import (
+    IP,
+    Endpoint,
+    EndpointSlice,
+    Port,
+    Prefer,
+    ServiceImport,
+    ServiceType,
+)
 from clusterset_dns.names import Labels, ZoneNames
 from clusterset_dns.wire import HINFO, SRV, Encoder, question_key
 
@@ -50,6 +58,38 @@ def _sorted_packed(packed: Iterable[Packed]) -> list[Packed]:
     return sorted(sorted(set(packed)), key=len)  # stable: numeric order within a family
 
 
+def _best_per_family(ranked: list[tuple[int, Packed]]) -> list[Packed]:
+    """The addresses of the best rank present in each family: a tier without an address
+    of a family is empty for it (kube-proxy decides per family too)."""
+    best: dict[int, int] = {}
+    for rank, packed in ranked:
+        if rank < best.get(len(packed), rank + 1):
+            best[len(packed)] = rank
+    return [packed for rank, packed in ranked if rank == best[len(packed)]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tiers:
+    """Where the server runs, as one preferring import ranks endpoints: of the local
+    cluster, on the server's node (``node``: PreferSameNode only), then in its zone,
+    then the rest; then every other cluster."""
+
+    cluster: str
+    node: str | None
+    zone: str | None
+
+    def rank(self, local: bool, endpoint: Endpoint) -> int:
+        node, zone = self.node, self.zone
+        levels = (node is not None) + (zone is not None)  # a local endpoint in neither
+        if not local:
+            return levels + 1
+        if node is not None and endpoint.node == node:
+            return 0
+        if zone is not None and endpoint.zone == zone:
+            return levels - 1
+        return levels
+
+
 def srv_weight(count: int) -> int:
     """CoreDNS's rule: the RRset's records share a weight of 100."""
     return max(1, 100 // count)
@@ -69,10 +109,13 @@ class RecordBuilder:
         enc.text(0, zone.apex, HINFO, ttl, HINFO_RFC8482)
         self.any_answer = enc.finish()
         self.cut = 0  # answers built too large for one message, cut to what fits
-        # Where this server runs, for PreferClose imports (None: unknown, no preference).
-        # Set through the cache (SetClusterId, SetTopologyZone), which rebuilds.
+        # Where this server runs, for preferring imports (None: unknown, no preference).
+        # Set through the cache (SetClusterId, SetTopologyZone), which rebuilds; the
+        # node name and --serve-terminating come from the configuration only.
         self.cluster_id: str | None = None
         self.topology_zone: str | None = None
+        self.node_name: str | None = None
+        self.serve_terminating = False
         self._one_address = wire.heads(0, 1, 0, 0)
         self._address_heads = {  # by the address's packed length
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
@@ -129,12 +172,24 @@ class RecordBuilder:
         out.answers[key] = answer
 
     def _srv(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
-             glue: dict[Labels, list[Packed]]) -> None:
-        """One SRV answer; ``targets`` is (target, port) de-duplicated, in order."""
-        weight = srv_weight(len(targets))
-        wired = [(self._wire(target), port) for target, port in targets]
+             glue: dict[Labels, list[Packed]], ranks: dict[Labels, int] | None) -> None:
+        """One SRV answer; ``targets`` is (target, port) de-duplicated, in order (lowest
+        rank first). ``ranks``: each target's tier (None: one tier). Priorities number
+        the tiers present in this answer from 0; weights are computed within a tier."""
+        if ranks is None:
+            weight = srv_weight(len(targets))
+            records = [(target, port, 0, weight) for target, port in targets]
+        else:
+            counts: dict[int, int] = {}
+            for target, _ in targets:
+                counts[ranks[target]] = counts.get(ranks[target], 0) + 1
+            priority = {rank: i for i, rank in enumerate(sorted(counts))}
+            records = [(target, port, priority[ranks[target]], srv_weight(counts[ranks[target]]))
+                       for target, port in targets]
+        wired = [(self._wire(target), port, prio, weight)
+                 for target, port, prio, weight in records]
         distinct = dict.fromkeys(target for target, _ in targets)
-        answer = wire.srv_answer(owner, self.ttl, weight, wired,
+        answer = wire.srv_answer(owner, self.ttl, wired,
                                  [(self._wire(target), glue.get(target, ()))
                                   for target in distinct])
         if answer is not None:
@@ -142,18 +197,16 @@ class RecordBuilder:
             return
         # Too large for every glue owner to be a pointer: the general encoder.
         enc = Encoder(owner)
-        for target, port in targets:
-            enc.srv(0, owner, self.ttl, weight, port, target, self._wire(target))
-        seen: set[Labels] = set()
-        for target, _ in targets:
-            if target not in seen:
-                seen.add(target)
-                for packed in glue.get(target, ()):
-                    enc.address(2, target, self.ttl, packed)
+        for target, port, prio, weight in records:
+            enc.srv(0, owner, self.ttl, prio, weight, port, target, self._wire(target))
+        for target in distinct:
+            for packed in glue.get(target, ()):
+                enc.address(2, target, self.ttl, packed)
         self._store(out, question_key(owner, SRV), enc.finish())
 
     def _srv_sets(self, out: Built, service: Labels, records: list[tuple[Labels, Port]],
-                  glue: dict[Labels, list[Packed]]) -> None:
+                  glue: dict[Labels, list[Packed]], ranks: dict[Labels, int] | None = None
+                  ) -> None:
         """Bare-name SRV (every port, one per target+port) and ``_port._proto`` SRV."""
         bare: dict[tuple[Labels, int], None] = {}
         named: dict[Labels, dict[tuple[Labels, int], None]] = {}
@@ -167,9 +220,9 @@ class RecordBuilder:
                     owners[(port.name, port.protocol)] = owner
                 named.setdefault(owner, {})[(target, port.port)] = None
         if bare:
-            self._srv(out, service, list(bare), glue)
+            self._srv(out, service, list(bare), glue, ranks)
         for owner, targets in named.items():
-            self._srv(out, owner, list(targets), glue)
+            self._srv(out, owner, list(targets), glue, ranks)
             self._exists(out, owner)
 
     # -- services --------------------------------------------------------------------
@@ -195,27 +248,24 @@ class RecordBuilder:
         if imp.type is ServiceType.CLUSTER_SET_IP:
             self._cluster_set_ip(out, svc, imp)
         else:
-            self._headless(out, svc, self.closest(imp, list(slices)))
+            self._headless(out, svc, self.answering(list(slices)), self.tiers(imp))
         return out
 
-    def closest(self, imp: ServiceImport, slices: list[EndpointSlice]) -> list[EndpointSlice]:
-        """The slices a Headless import answers with. PreferClose, with a known cluster id
-        and at least one ready endpoint in that cluster: only the local cluster's slices;
-        within them, with a known topology zone that some of those endpoints carry, only
-        those endpoints. Otherwise every slice (what the MCS specification asks).
-        Slices hold ready endpoints only, so "has endpoints" means "has ready ones"."""
-        if not imp.prefer_close or self.cluster_id is None:
+    def answering(self, slices: list[EndpointSlice]) -> list[EndpointSlice]:
+        """The slices whose endpoints answer: their ready ones; with --serve-terminating,
+        when no cluster has a ready endpoint, the serving ones instead (kube-proxy's
+        fallback for terminating endpoints)."""
+        if not self.serve_terminating or any(piece.endpoints for piece in slices):
             return slices
-        local = [piece for piece in slices if piece.cluster == self.cluster_id and piece.endpoints]
-        if not local:
-            return slices
-        zone = self.topology_zone
-        if zone is not None:
-            near = [replace(piece, endpoints=kept) for piece in local
-                    for kept in (tuple(e for e in piece.endpoints if e.zone == zone),) if kept]
-            if near:
-                return near
-        return local
+        return [replace(piece, endpoints=piece.serving) for piece in slices if piece.serving]
+
+    def tiers(self, imp: ServiceImport) -> Tiers | None:
+        """How a Headless import ranks its endpoints, or None (one tier: no preference
+        asked, or the local cluster unknown). Rank 0 is the most preferred."""
+        if imp.prefer is Prefer.NOTHING or self.cluster_id is None:
+            return None
+        node = self.node_name if imp.prefer is Prefer.NODE else None
+        return Tiers(self.cluster_id, node, self.topology_zone)
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
         ips = _sorted_ips(imp.ips)
@@ -230,18 +280,25 @@ class RecordBuilder:
                 if port.name:
                     self._exists(out, self.zone.port_srv(svc, port.name, port.protocol))
 
-    def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice]) -> None:
-        every: list[Packed] = []
+    def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice],
+                  tiers: Tiers | None) -> None:
+        # Every answering endpoint gets its names (§2.4, §2.5) whatever the tiers; the
+        # tiers only shape the bare name's A/AAAA (the best tier per family) and the
+        # SRV priorities.
+        every: list[tuple[int, Packed]] = []
         hosts: dict[Labels, list[Packed]] = {}
+        ranks: dict[Labels, int] = {}  # an endpoint name's best rank (names may repeat)
         srv_records: list[tuple[Labels, Port]] = []
         for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
             # Admitted by the cache: every endpoint name of the slice fits DNS.
             endpoint_names = (names.EndpointNames(svc, names.subdomain(piece.cluster))
                               if piece.cluster is not None else None)
             wires = self._wires
+            local = tiers is not None and piece.cluster == tiers.cluster
             for endpoint in piece.endpoints:
+                rank = 0 if tiers is None else tiers.rank(local, endpoint)
                 packed = [ip.packed for ip in endpoint.addresses]
-                every.extend(packed)
+                every.extend((rank, one) for one in packed)
                 if endpoint_names is None:
                     continue  # no cluster id: service-level answers only
                 named: list[tuple[str, list[Packed]]]
@@ -254,19 +311,28 @@ class RecordBuilder:
                     target, target_wire = endpoint_names.name(hostname)
                     wires[target] = target_wire  # what self._wire(target) would encode
                     hosts.setdefault(target, []).extend(ips)
+                    if rank < ranks.get(target, rank + 1):
+                        ranks[target] = rank
                     srv_records.extend((target, port) for port in piece.ports)
         if not every:
             return  # no ready endpoint anywhere: the service name does not exist
         self._exists(out, svc)
-        self._addresses(out, svc, _sorted_packed(every))
+        self._addresses(out, svc, _sorted_packed(_best_per_family(every)
+                                                 if tiers is not None else
+                                                 (one for _, one in every)))
         # Most endpoint names have one address: already sorted.
         glue = {host: ips if len(ips) == 1 else _sorted_packed(ips)
                 for host, ips in hosts.items()}
         for owner, ips in sorted(glue.items()):
             self._exists(out, owner)
             self._addresses(out, owner, ips)
-        srv_records.sort(key=lambda r: (r[1].port, r[1].protocol, r[1].name, r[0]))
-        self._srv_sets(out, svc, srv_records, glue)
+        if tiers is None:
+            srv_records.sort(key=lambda r: (r[1].port, r[1].protocol, r[1].name, r[0]))
+            self._srv_sets(out, svc, srv_records, glue)
+        else:  # lowest rank first: a cut answer keeps the preferred tiers
+            srv_records.sort(key=lambda r: (ranks[r[0]], r[1].port, r[1].protocol, r[1].name,
+                                            r[0]))
+            self._srv_sets(out, svc, srv_records, glue, ranks)
 
     # -- the zone's own records --------------------------------------------------------
 

@@ -139,11 +139,11 @@ _POINTER_MAX = 0x3FFF  # a compression pointer's 14-bit offset
 _ADDRESS_TYPE = {4: A, 16: AAAA}
 
 
-def srv_answer(question: Labels, ttl: int, weight: int,
-               targets: Sequence[tuple[bytes, int]],
+def srv_answer(question: Labels, ttl: int,
+               targets: Sequence[tuple[bytes, int, int, int]],
                glue: Sequence[tuple[bytes, Sequence[bytes]]]) -> Answer | None:
     """The SRV answer the :class:`Encoder` writes for ``question`` (``targets``: (the
-    target's wire form, port), in order; ``glue``: (target's wire form, packed
+    target's wire form, port, priority, weight), in order; ``glue``: (target's wire form, packed
     addresses) in order), joined in one pass: start-up builds hundreds of thousands of
     these records.
 
@@ -160,18 +160,18 @@ def srv_answer(question: Labels, ttl: int, weight: int,
         ptrs[question_wire[offset:]] = 12 + offset
         offset += 1 + len(label)
     # Every SRV record is owned by the question (C0 0C); its fixed part depends only on
-    # the target's length and the port: built once per pair.
-    fixed: dict[tuple[int, int], bytes] = {}
+    # the target's length, the port, priority and weight: built once per combination.
+    fixed: dict[tuple[int, int, int, int], bytes] = {}
     parts: list[bytes] = []
     ends: list[int] = []
     position = 0
-    for target_wire, port in targets:
+    for target_wire, port, priority, weight in targets:
         rdlength = 6 + len(target_wire)
-        head = fixed.get((rdlength, port))
+        head = fixed.get((rdlength, port, priority, weight))
         if head is None:
-            head = fixed[(rdlength, port)] = (b"\xc0\x0c"
-                                              + _RR_FIXED.pack(SRV, CLASS_IN, ttl, rdlength)
-                                              + _SRV_FIXED.pack(0, weight, port))
+            head = fixed[(rdlength, port, priority, weight)] = (
+                b"\xc0\x0c" + _RR_FIXED.pack(SRV, CLASS_IN, ttl, rdlength)
+                + _SRV_FIXED.pack(priority, weight, port))
         parts.append(head)
         parts.append(target_wire)
         at = base + position + 18  # 2 (owner) + 10 (record head) + 6 (SRV fields)
@@ -252,13 +252,13 @@ class Encoder:
         self._rr(section, owner, A if len(packed) == 4 else AAAA, ttl, len(packed))
         self._buf += packed
 
-    def srv(self, section: int, owner: Labels, ttl: int, weight: int, port: int,
-            target: Labels, target_wire: bytes) -> None:
+    def srv(self, section: int, owner: Labels, ttl: int, priority: int, weight: int,
+            port: int, target: Labels, target_wire: bytes) -> None:
         """``target_wire`` is ``to_wire(target)``, computed once by the caller."""
         # RFC 2782: the target is never compressed, so it is copied whole. Only the full
         # name is remembered for compression: the glue records after it are owned by it.
         self._rr(section, owner, SRV, ttl, 6 + len(target_wire))
-        self._buf += _SRV_FIXED.pack(0, weight, port)
+        self._buf += _SRV_FIXED.pack(priority, weight, port)
         offset = self._base + len(self._buf)
         if target not in self._ptrs and self._base >= 0 and offset < 0x3FFF:
             self._ptrs[target] = offset

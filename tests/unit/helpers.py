@@ -82,14 +82,19 @@ def service_import(name: str, namespace: str | None = "prod", type_: str = "Clus
 
 
 def endpoint(*addresses: str, hostname: str | None = None,
-             ready: bool | None = None, zone: str | None = None) -> dict[str, Any]:
+             ready: bool | None = None, zone: str | None = None, node: str | None = None,
+             serving: bool | None = None) -> dict[str, Any]:
     raw: dict[str, Any] = {"addresses": list(addresses)}
     if zone is not None:
         raw["zone"] = zone
+    if node is not None:
+        raw["nodeName"] = node
     if hostname is not None:
         raw["hostname"] = hostname
     if ready is not None:
         raw["conditions"] = {"ready": ready}
+    if serving is not None:
+        raw.setdefault("conditions", {})["serving"] = serving
     return raw
 
 

@@ -126,11 +126,24 @@ def test_node_zone_is_retried_then_applied(sleeps: list[float]) -> None:
     assert sleeps[0] < locality.NODE_RECHECK  # the first failure backs off, briefly
 
 
-def test_property_resource_puts_the_cluster_id() -> None:
-    resource = locality.property_resource("about.k8s.io/v1beta1")
-    assert resource.field_selector == "metadata.name=cluster.clusterset.k8s.io"
-    assert resource.put(("default", "cluster.clusterset.k8s.io"), "east") == SetClusterId("east")
-    assert resource.put(("default", "cluster.clusterset.k8s.io"), None) == SetClusterId(None)
+NEW, OLD = ("default", "cluster.clusterset.k8s.io"), ("default", "id.k8s.io")
+
+
+@pytest.mark.parametrize(("puts", "expected"), [
+    ([(NEW, "east")], "east"),
+    ([(NEW, "east"), (NEW, None)], None),
+    ([(OLD, "west")], "west"),  # the name the MCS DNS specification uses
+    ([(OLD, "west"), (NEW, "east")], "east"),  # both: the newer name wins
+    ([(NEW, "east"), (OLD, "west")], "east"),  # in whichever order they come
+    ([(NEW, "east"), (OLD, "west"), (NEW, None)], "west"),
+    ([(OLD, "west"), (("default", "other.k8s.io"), None)], "west"),  # other properties
+])
+def test_property_resource_puts_the_cluster_id(
+        puts: list[tuple[tuple[str, str], str | None]], expected: str | None) -> None:
+    resource = locality.property_resource("about.k8s.io/v1beta1", {})
+    assert resource.field_selector is None  # two names: every property is listed
+    ops = [resource.put(key, value) for key, value in puts]
+    assert ops[-1] == SetClusterId(expected)
 
 
 def test_a_bug_in_discovery_does_not_stop_the_source(

@@ -18,7 +18,7 @@ def encoded(question: Labels, ttl: int, weight: int, targets: list[tuple[Labels,
             glue: dict[Labels, list[bytes]]) -> wire.Answer:
     enc = wire.Encoder(question)
     for target, port in targets:
-        enc.srv(0, question, ttl, weight, port, target, to_wire(target))
+        enc.srv(0, question, ttl, priority_of(port), weight, port, target, to_wire(target))
     for target in dict.fromkeys(t for t, _ in targets):
         for packed in glue.get(target, []):
             enc.address(2, target, ttl, packed)
@@ -27,10 +27,16 @@ def encoded(question: Labels, ttl: int, weight: int, targets: list[tuple[Labels,
 
 def joined(question: Labels, ttl: int, weight: int, targets: list[tuple[Labels, int]],
            glue: dict[Labels, list[bytes]]) -> wire.Answer | None:
-    return wire.srv_answer(question, ttl, weight,
-                           [(to_wire(t), port) for t, port in targets],
+    return wire.srv_answer(question, ttl,
+                           [(to_wire(t), port, priority_of(port), weight)
+                            for t, port in targets],
                            [(to_wire(t), glue.get(t, []))
                             for t in dict.fromkeys(t for t, _ in targets)])
+
+
+def priority_of(port: int) -> int:
+    """Priorities that differ between records of one answer (tiers, issue 20)."""
+    return port % 7  # 80, 443, 5432: 3, 2, 0
 
 
 def same(a: wire.Answer, b: wire.Answer) -> None:
