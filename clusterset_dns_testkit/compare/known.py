@@ -87,11 +87,11 @@ KNOWN_DIFFERENCES: list[Known] = [
           "divides 100 by its (address, port) entries before de-duplication (e.g. 25 on "
           "hello's single record)", ("* SRV",), "NOERROR", "NOERROR",
           equal_after=_zero_srv_weight),
-    Known("opt-in deviation (§6): a PreferClose Headless import answers with the local "
-          "cluster's ready endpoints when it has some (other clusters' endpoint names "
-          "follow: NXDOMAIN); CoreDNS ignores trafficDistribution",
-          (f"near.ext.svc.{Z}. *", f"_http._tcp.near.ext.svc.{Z}. SRV",
-           f"10-47-1-1.west.near.ext.svc.{Z}. A")),
+    Known("opt-in deviation (§6): a PreferClose Headless import answers A with the local "
+          "cluster's ready endpoints when it has some, and SRV with every cluster's, the "
+          "local ones at priority 0 (every endpoint name resolves as without the field); "
+          "CoreDNS ignores trafficDistribution",
+          (f"near.ext.svc.{Z}. *", f"_http._tcp.near.ext.svc.{Z}. SRV")),
     # -- CoreDNS reads fields differently from docs/dns-behaviour.md
     Known("§1.1: an empty port protocol means TCP; CoreDNS finds no `_http._tcp` for a "
           "port without `protocol` (NXDOMAIN)", (f"_http._tcp.named.conf.svc.{Z}. SRV",),

@@ -1,7 +1,9 @@
-"""Local-first answers (objects/extended/near.yaml): a Headless import with
-``trafficDistribution: PreferClose`` answers with the local cluster's ready
-endpoints (``--cluster-id``), within it those of ``--topology-zone``; without
-a cluster id, or with nothing ready locally, every cluster's endpoints.
+"""Local-first answers (objects/extended/near.yaml, and objects written per test): a
+Headless import with ``trafficDistribution: PreferClose`` answers its bare name's A
+with the local cluster's ready endpoints (``--cluster-id``), within it those of
+``--topology-zone``; SRV lists every cluster's, ranked by priority; every endpoint
+name resolves. ``PreferSameNode`` puts ``--node-name``'s endpoints first;
+``--serve-terminating`` answers serving endpoints when none is ready.
 
 Only this server reads the field (CoreDNS ignores it): a deliberate, opt-in
 deviation. The first test holds for any MCS server: without a cluster id the
@@ -56,6 +58,18 @@ def test_without_a_cluster_id_every_cluster_answers_srv_and_v1alpha2(dig: Dig) -
     check(dig(ROOT, "A"), answer=a_records(ROOT, ["10.47.2.1", "10.47.3.1"]))
 
 
+def ranked(owner: str, *tiers: list[str]) -> list[str]:
+    """SRV records of ``tiers`` (tier i at priority i, weights within a tier), in the
+    order the server lists them: lowest priority first."""
+    return [rr(owner, "SRV", f"{priority} {100 // len(tier)} 80 {t}")
+            for priority, tier in enumerate(tiers) for t in tier]
+
+
+def in_priority_order(res: DigResult) -> bool:
+    priorities = [int(line.split()[4]) for line in res.answer if " SRV " in line]
+    return priorities == sorted(priorities)
+
+
 @pytest.mark.own_server
 @pytest.mark.deviation
 def test_cluster_id_keeps_answers_in_the_local_cluster(
@@ -66,11 +80,15 @@ def test_cluster_id_keeps_answers_in_the_local_cluster(
         return run_dig(srv.host, srv.port, name, rtype)
 
     check(q(NEAR), answer=a_records(NEAR, ["10.47.0.1", "10.47.0.2"]))
-    check(q(NEAR, "SRV"), answer=srv_set(NEAR, E1, E2))
-    check(q(PORT_SRV, "SRV"), answer=srv_set(PORT_SRV, E1, E2))
+    # SRV: every cluster's endpoints, east's first (priority 0), west's at 1.
+    for owner in (NEAR, PORT_SRV):
+        res = q(owner, "SRV")
+        check(res, answer=ranked(owner, [E1, E2], [W1]))
+        assert in_priority_order(res), res.describe()
     check(q(E2), answer=a_records(E2, ["10.47.0.2"]))
-    # The other cluster's endpoint names follow the bare name: not there.
-    check_nxdomain(q(W1))
+    # The other cluster's endpoint names resolve, as without the field.
+    check(q(W1), answer=a_records(W1, ["10.47.1.1"]))
+    check(q(f"west.near.ext.svc.{ZONE}."), answer=[])  # NODATA, not NXDOMAIN
     check(q(ROOT), answer=a_records(ROOT, ["10.47.2.1"]))
     # Nothing ready in east: every cluster's ready endpoints.
     check(q(DOWN), answer=a_records(DOWN, ["10.47.5.1"]))
@@ -124,3 +142,159 @@ def test_readiness_flip_moves_the_answers_and_back(
     answers(["10.47.1.1"])
     near.write_text(text)
     answers(["10.47.0.1", "10.47.0.2"])
+
+
+# -- objects of their own (tmp_path): PreferSameNode, serving endpoints, ClusterProperties --
+
+def _slice(name: str, service: str, cluster: str, endpoints: str) -> str:
+    return f"""---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}
+  namespace: ext
+  labels:
+    multicluster.kubernetes.io/service-name: {service}
+    multicluster.kubernetes.io/source-cluster: {cluster}
+addressType: IPv4
+ports:
+  - {{name: http, protocol: TCP, port: 80}}
+endpoints:
+{endpoints}"""
+
+
+def _import(name: str, traffic: str | None) -> str:
+    field = f"\n  trafficDistribution: {traffic}" if traffic else ""
+    return f"""---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceImport
+metadata: {{name: {name}, namespace: ext}}
+spec:
+  type: Headless{field}
+  ports:
+    - {{name: http, protocol: TCP, port: 80}}
+"""
+
+
+NS_FILE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ext}\n"
+# A StatefulSet "db" in two clusters: db-0 and db-1 in east on node-1 / node-2 (zones
+# a / b), db-0 in west on a node also called node-1.
+DB_FILE = _import("db", "PreferSameNode") + _slice("db-east", "db", "east", """\
+  - {addresses: ["10.48.0.1"], hostname: db-0, nodeName: node-1, zone: zone-a}
+  - {addresses: ["10.48.0.2"], hostname: db-1, nodeName: node-2, zone: zone-b}
+""") + _slice("db-west", "db", "west", """\
+  - {addresses: ["10.48.1.1"], hostname: db-0, nodeName: node-1, zone: zone-a}
+""")
+DB, DB_PORT = svc("db", "ext"), f"_http._tcp.db.ext.svc.{ZONE}."
+DB0_EAST, DB1_EAST = f"db-0.east.db.ext.svc.{ZONE}.", f"db-1.east.db.ext.svc.{ZONE}."
+DB0_WEST = f"db-0.west.db.ext.svc.{ZONE}."
+
+
+def objects_dir(tmp_path: Path, **files: str) -> Path:
+    objects = tmp_path / "objects"
+    objects.mkdir(exist_ok=True)
+    (objects / "00-ns.yaml").write_text(NS_FILE)
+    for name, text in files.items():
+        (objects / f"{name}.yaml").write_text(text)
+    return objects
+
+
+def every_process_answers(srv: ServerProcess, name: str, rtype: str,
+                          right: Callable[[DigResult], bool]) -> None:
+    """Polls until ``right``; then 8 digs in a row (each from a new port: spread over
+    the worker processes) must all be right."""
+    ok, last, _ = poll(lambda: run_dig(srv.host, srv.port, name, rtype), right, timeout=10)
+    assert ok, last.describe()
+    results = [run_dig(srv.host, srv.port, name, rtype) for _ in range(8)]
+    assert all(right(r) for r in results), [r.describe() for r in results if not right(r)]
+
+
+def same_records(expected: list[str]) -> Callable[[DigResult], bool]:
+    return lambda r: r.rcode == "NOERROR" and sorted(r.answer) == sorted(expected)
+
+
+@pytest.mark.own_server
+@pytest.mark.deviation
+@pytest.mark.parametrize(("args", "a", "tiers"), [
+    # node-2's pod first, then node-1's (zone-a) in east, then west's.
+    (["--node-name", "node-2", "--topology-zone", "zone-a"], ["10.48.0.2"],
+     [[DB1_EAST], [DB0_EAST], [DB0_WEST]]),
+    # A node name west also has: only the local cluster's nodes count.
+    (["--node-name", "node-1"], ["10.48.0.1"], [[DB0_EAST], [DB1_EAST], [DB0_WEST]]),
+    # A node without pods: the zone, then the cluster.
+    (["--node-name", "node-9", "--topology-zone", "zone-b"], ["10.48.0.2"],
+     [[DB1_EAST], [DB0_EAST], [DB0_WEST]]),
+], ids=["node-then-zone", "node-of-the-local-cluster", "no-pod-on-the-node"])
+def test_prefer_same_node_with_node_name_and_two_workers(
+        tmp_path: Path, start_server: Callable[..., ServerProcess], args: list[str],
+        a: list[str], tiers: list[list[str]]) -> None:
+    srv = start_server(objects_dir(tmp_path, db=DB_FILE), "--cluster-id", "east",
+                       "--workers", "2", *args)
+    every_process_answers(srv, DB, "A", same_records(a_records(DB, a)))
+    for owner in (DB, DB_PORT):
+        every_process_answers(srv, owner, "SRV", same_records(ranked(owner, *tiers)))
+        assert in_priority_order(run_dig(srv.host, srv.port, owner, "SRV"))
+    # Every pod's name resolves on every node: the StatefulSet's peers find each other.
+    for name, ip in ((DB0_EAST, "10.48.0.1"), (DB1_EAST, "10.48.0.2"),
+                     (DB0_WEST, "10.48.1.1")):
+        every_process_answers(srv, name, "A", same_records(a_records(name, [ip])))
+
+
+TERMINATING_FILE = _import("drain", "PreferClose") + _slice("drain-east", "drain", "east", """\
+  - {addresses: ["10.49.0.1"], conditions: {ready: false, serving: true, terminating: true}}
+  - {addresses: ["10.49.0.2"], conditions: {ready: false, serving: false, terminating: true}}
+""") + _slice("drain-west", "drain", "west", """\
+  - {addresses: ["10.49.1.1"], conditions: {ready: false, serving: true, terminating: true}}
+""")
+DRAIN = svc("drain", "ext")
+
+
+@pytest.mark.own_server
+@pytest.mark.deviation
+def test_serving_endpoints_answer_only_with_serve_terminating(
+        tmp_path: Path, start_server: Callable[..., ServerProcess]) -> None:
+    objects = objects_dir(tmp_path, drain=TERMINATING_FILE)
+    plain = start_server(objects, "--cluster-id", "east")
+    check_nxdomain(run_dig(plain.host, plain.port, DRAIN, "A"))  # the specification's
+    srv = start_server(objects, "--cluster-id", "east", "--serve-terminating", "--workers", "2")
+    every_process_answers(srv, DRAIN, "A", same_records(a_records(DRAIN, ["10.49.0.1"])))
+    owner = DRAIN
+    every_process_answers(srv, owner, "SRV", same_records(ranked(
+        owner, [f"10-49-0-1.east.drain.ext.svc.{ZONE}."],
+        [f"10-49-1-1.west.drain.ext.svc.{ZONE}."])))
+    west = f"10-49-1-1.west.drain.ext.svc.{ZONE}."
+    check(run_dig(srv.host, srv.port, west, "A"), answer=a_records(west, ["10.49.1.1"]))
+    # Not serving: no name.
+    check_nxdomain(run_dig(srv.host, srv.port, f"10-49-0-2.east.drain.ext.svc.{ZONE}.", "A"))
+    # One endpoint becomes ready: the serving ones are no longer answered.
+    drain = objects / "drain.yaml"
+    drain.write_text(TERMINATING_FILE.replace(
+        '["10.49.1.1"], conditions: {ready: false, serving: true, terminating: true}',
+        '["10.49.1.1"], conditions: {ready: true}'))
+    every_process_answers(srv, DRAIN, "A", same_records(a_records(DRAIN, ["10.49.1.1"])))
+    check_nxdomain(run_dig(srv.host, srv.port, f"10-49-0-1.east.drain.ext.svc.{ZONE}.", "A"))
+
+
+def property_text(name: str, value: str, version: str) -> str:
+    return (f"apiVersion: about.k8s.io/{version}\nkind: ClusterProperty\n"
+            f"metadata: {{name: {name}}}\nspec: {{value: {value}}}\n")
+
+
+@pytest.mark.own_server
+@pytest.mark.deviation
+def test_both_cluster_property_names(tmp_path: Path,
+                                     start_server: Callable[..., ServerProcess]) -> None:
+    """id.k8s.io (the MCS DNS specification's name) names the cluster; with
+    cluster.clusterset.k8s.io beside it, the newer name wins; removed, the older
+    one counts again."""
+    near_text = (OBJECTS_DIR / "extended" / "near.yaml").read_text()
+    objects = objects_dir(tmp_path, near=near_text,
+                          old=property_text("id.k8s.io", "west", "v1alpha1"))
+    srv = start_server(objects, "--workers", "2")
+    west, east = ["10.47.1.1"], ["10.47.0.1", "10.47.0.2"]
+    every_process_answers(srv, NEAR, "A", same_records(a_records(NEAR, west)))
+    new = objects / "new.yaml"
+    new.write_text(property_text("cluster.clusterset.k8s.io", "East", "v1beta1"))
+    every_process_answers(srv, NEAR, "A", same_records(a_records(NEAR, east)))
+    new.unlink()
+    every_process_answers(srv, NEAR, "A", same_records(a_records(NEAR, west)))

@@ -108,9 +108,10 @@ def test_our_only_conformance_failures_are_objects_the_api_server_cannot_hold(
 
 
 def test_local_first_answers_are_an_opt_in_deviation(comparison: Any) -> None:
-    """With --cluster-id east, a PreferClose import answers with east's endpoints while
-    CoreDNS (which ignores trafficDistribution) answers with every cluster's; without
-    the field, or with nothing ready in east, both answer alike."""
+    """With --cluster-id east, a PreferClose import answers A with east's endpoints and
+    SRV with east's at priority 0, west's at 1, while CoreDNS (which ignores
+    trafficDistribution) answers with every cluster's; endpoint names, an import
+    without the field, or with nothing ready in east: both answer alike."""
     rows = {r.case.id: r for r in comparison.local_rows}
     name = f"near.ext.svc.{ZONE}."
     near = rows[f"{name} A"]
@@ -118,9 +119,13 @@ def test_local_first_answers_are_an_opt_in_deviation(comparison: Any) -> None:
         row_text(near)
     assert sorted(near.coredns.records) == [
         f"{name} A 10.47.0.1", f"{name} A 10.47.0.2", f"{name} A 10.47.1.1"], row_text(near)
-    west = rows[f"10-47-1-1.west.near.ext.svc.{ZONE}. A"]
-    assert (west.ours.rcode, west.coredns.rcode) == ("NXDOMAIN", "NOERROR"), row_text(west)
-    for same in (f"near-down.ext.svc.{ZONE}. A", f"hello.conf.svc.{ZONE}. A"):
+    srv = rows[f"{name} SRV"]
+    assert sorted(srv.ours.records) == [
+        f"{name} SRV 0 50 80 10-47-0-1.east.{name}", f"{name} SRV 0 50 80 web-1.east.{name}",
+        f"{name} SRV 1 100 80 10-47-1-1.west.{name}"], row_text(srv)
+    # Another cluster's endpoint names resolve, as CoreDNS's do (issue 20).
+    for same in (f"10-47-1-1.west.near.ext.svc.{ZONE}. A", f"near-down.ext.svc.{ZONE}. A",
+                 f"hello.conf.svc.{ZONE}. A"):
         assert rows[same].same, row_text(rows[same])
     # In the main table (no cluster id) the PreferClose import answers as CoreDNS does.
     assert {r.case.id: r for r in comparison.rows}[f"near.ext.svc.{ZONE}. A"].same

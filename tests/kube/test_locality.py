@@ -1,7 +1,8 @@
-"""Local-first answers against a real API server (issue 12): the cluster id comes
-from the ClusterProperty ``cluster.clusterset.k8s.io`` (created, changed and
-deleted at run time), ``--cluster-id`` wins over it, and an import's
-trafficDistribution added and removed through the API is followed.
+"""Local-first answers against a real API server (issues 12 and 20): the cluster id
+comes from the ClusterProperty ``cluster.clusterset.k8s.io``, else ``id.k8s.io``
+(created, changed and deleted at run time, in both about-api versions),
+``--cluster-id`` wins over it, and an import's trafficDistribution added and
+removed through the API is followed.
 
 The about-api CRD is installed by these tests (the first one makes sure it is
 absent); the cluster-scoped ClusterProperty is deleted after each test."""
@@ -24,8 +25,11 @@ CRD = "clusterproperties.about.k8s.io"
 PROPERTY = "cluster.clusterset.k8s.io"
 
 
-def cluster_property(value: str) -> dict[str, Any]:
-    return {"apiVersion": ABOUT, "kind": "ClusterProperty", "metadata": {"name": PROPERTY},
+OLD_PROPERTY = "id.k8s.io"  # the name the MCS DNS specification still uses
+
+
+def cluster_property(value: str, name: str = PROPERTY, api: str = ABOUT) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": "ClusterProperty", "metadata": {"name": name},
             "spec": {"value": value}}
 
 
@@ -46,6 +50,7 @@ def about_api(api: KubeAPI) -> Iterator[KubeAPI]:
     api.install_crds(["about-api"])
     yield api
     api.delete(ABOUT, "ClusterProperty", None, PROPERTY)
+    api.delete(ABOUT, "ClusterProperty", None, OLD_PROPERTY)
 
 
 def test_without_the_crd_nothing_changes_and_nothing_is_repeated(
@@ -75,8 +80,9 @@ def test_cluster_property_created_changed_deleted_at_run_time(
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1", "10.30.1.1"))
     api.apply(cluster_property("East"))  # read as slice labels are: lower case
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1"))
-    expect(server, west0, "A", "NXDOMAIN", [])  # filtered out, like the bare name
-    expect(server, name, "SRV", "NOERROR", [f"{name} 5 IN SRV 0 100 80 {east0}"])
+    expect(server, west0, "A", "NOERROR", a(west0, "10.30.1.1"))  # every name resolves
+    expect(server, name, "SRV", "NOERROR", [f"{name} 5 IN SRV 0 100 80 {east0}",
+                                            f"{name} 5 IN SRV 1 100 80 {west0}"])
     api.apply(cluster_property("west"))
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
     expect(server, west0, "A", "NOERROR", a(west0, "10.30.1.1"))
@@ -94,6 +100,30 @@ def test_cluster_property_created_changed_deleted_at_run_time(
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
     api.delete(ABOUT, "ClusterProperty", None, PROPERTY)
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1", "10.30.1.1"))
+
+
+def test_both_property_names_in_both_versions(
+        about_api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    """id.k8s.io names the cluster (written through v1alpha1); cluster.clusterset.k8s.io
+    (v1beta1) wins when both exist; deleted, id.k8s.io counts again."""
+    api = about_api
+    server = server_for().start()
+    server.wait_ready()
+    name = fqdn("near", namespace)
+    api.apply(near(namespace, prefer_close=True))
+    two_clusters(api, namespace)
+    api.apply(cluster_property("west", OLD_PROPERTY, "about.k8s.io/v1alpha1"))
+    expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
+    api.apply(cluster_property("east"))
+    expect(server, name, "A", "NOERROR", a(name, "10.30.0.1"))
+    api.apply(cluster_property("north", OLD_PROPERTY, "about.k8s.io/v1alpha1"))
+    api.apply(cluster_property("west"))  # a later change of the winner still counts
+    expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
+    api.delete(ABOUT, "ClusterProperty", None, PROPERTY)
+    # north has no slices: no preference can apply, every cluster's endpoints
+    expect(server, name, "A", "NOERROR", a(name, "10.30.0.1", "10.30.1.1"))
+    api.apply(cluster_property("east", OLD_PROPERTY))
+    expect(server, name, "A", "NOERROR", a(name, "10.30.0.1"))
 
 
 def test_import_field_added_and_removed_through_the_api(
