@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
             if meta["switch"]:  # a flag without a value: on when given
                 subs[command].add_argument(
                     flag_name(f), dest=f.name, default=None, action="store_const",
-                    const="true", help=f"{meta['help']} [env {env_name(f)}=true]")
+                    const="true", help=f"{meta['help']} [env {env_name(f)}]")
                 continue
             subs[command].add_argument(
                 flag_name(f), dest=f.name, default=None,

@@ -111,7 +111,8 @@ class Config:
         commands=SERVE_AND_DUMP)
     serve_terminating: bool = flag(
         False, "answer with serving (terminating) endpoints when an import has no ready "
-        "one in any cluster, instead of NXDOMAIN (a deviation from the MCS specification)",
+        "one in any cluster, instead of NXDOMAIN (a deviation from the MCS specification; "
+        "environment: true or false)",
         switch=True, commands=SERVE_AND_DUMP)
     # Listeners.
     listen: tuple[HostPort, ...] = flag(

@@ -636,3 +636,24 @@ def test_dump_of_the_examples(argv: list[str], expected: list[str]) -> None:
     assert dump(config, out) == 0
     assert [line.split()[-1] for line in out.getvalue().splitlines()
             if line.startswith(NEAR_DEMO)] == expected
+
+
+# -- the StatefulSet example of docs/locality.md keeps working ---------------------------------
+
+LOCALITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "locality.md"
+
+
+def test_the_statefulset_example_of_the_docs(tmp_path: Path) -> None:
+    text = LOCALITY_DOC.read_text()
+    example = text[text.index("<!-- statefulset-example"):]
+    yaml_text = example.split("```yaml\n", 1)[1].split("```", 1)[0]
+    shown = example.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    (tmp_path / "pg.yaml").write_text(yaml_text)
+    config = to_config(build_parser().parse_args(
+        ["dump", "--manifests", str(tmp_path / "pg.yaml"), "--cluster-id", "east",
+         "--node-name", "east-2"]), {})
+    out = io.StringIO()
+    assert dump(config, out) == 0
+    got = [line for line in out.getvalue().splitlines() if line.split()[0].endswith(
+        "pg.demo.svc.clusterset.local.")]
+    assert got == shown
