@@ -282,6 +282,20 @@ def _locality_section(path: Path, result: Result, root: Path) -> list[str]:
             "", f"Ratio of the medians: {d['ratio']:.2f} over {d['rounds']} rounds."]
 
 
+def _manifest_poll_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    rows = [("this code", d["ours"])]
+    if "baseline" in d:
+        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    return [*_facts(path, result, root), "",
+            f"{d['files']:,} unchanged files polled every {d['poll_interval']:g} s, one name "
+            f"asked back to back for {d['seconds']:g} s.", "",
+            "| code | answers | p50 ms | p99 ms | max ms | answers over 50 ms |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+            *(f"| {name} | {r['answers']:,} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
+              f"{r['max_ms']:.1f} | {r['over_50ms']} |" for name, r in rows)]
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -291,6 +305,8 @@ SECTIONS = (
      _startup_section),
     ("storm", "Update storms", "python bench/storm.py", _storm_section),
     ("locality", "Cluster id changes", "python bench/locality.py", _locality_section),
+    ("manifest_poll", "Polling many manifest files", "python bench/manifest_poll.py",
+     _manifest_poll_section),
 )
 
 

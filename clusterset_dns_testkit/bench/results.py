@@ -24,7 +24,8 @@ from clusterset_dns_testkit.bench.common import REPO
 from clusterset_dns_testkit.peers import cache_dir
 
 RESULTS = REPO / "bench" / "results"
-BENCHMARKS = ("run", "kube_scale", "xfr_scale", "startup", "storm", "locality")
+BENCHMARKS = ("run", "kube_scale", "xfr_scale", "startup", "storm", "locality", "manifest_poll",
+              "fat_objects")
 
 
 def command_line(argv: list[str] | None = None) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns import convert
+from clusterset_dns import convert, manifests
 from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource
@@ -323,3 +323,45 @@ def test_namespace_filter(tmp_path: Path, namespaces: frozenset[str], imports: l
     setup = Setup(tmp_path, namespaces=namespaces)
     setup.scan()
     assert (setup.imports(), setup.slices()) == (imports, slices)
+
+
+def test_answers_flow_while_many_files_are_polled(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The poll's walk and stats (0.5 s at 20,000 files) ran on the event loop: no answer
+    while they ran. Counted, not timed: the answers a client task gets while each walk of
+    an unchanged directory is in progress (on the loop that number is 0 by construction)."""
+    import asyncio
+
+    for i in range(3000):
+        write(tmp_path / f"d{i % 30}" / f"f{i}.yaml", [service_import(f"s{i}", ips=["10.1.0.1"])])
+    setup = Setup(tmp_path)
+    setup.scan()
+    answered = [0]
+    during: list[int] = []
+    real_find = manifests.find_files
+
+    def observed_find(root: Path) -> manifests.Walk:
+        before = answered[0]
+        walk = real_find(root)
+        for path in walk.files:  # as pending() does next: a stat per file
+            path.stat()
+        during.append(answered[0] - before)
+        return walk
+
+    monkeypatch.setattr(manifests, "find_files", observed_find)
+    wire = query(f"s1.prod.{Z}", "A")
+
+    async def main() -> None:
+        source = asyncio.create_task(setup.source.run())
+        try:
+            while len(during) < 3:  # three polls of the unchanged directory
+                response = setup.handler.handle(wire, False)
+                assert response is not None and response[3] & 0x0F == 0  # NOERROR
+                answered[0] += 1
+                await asyncio.sleep(0)
+        finally:
+            source.cancel()
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+    assert setup.imports()[:1] == ["prod/s0"] and len(setup.imports()) == 3000
+    assert all(n > 0 for n in during), f"answers during each poll's walk: {during}"
