@@ -50,6 +50,10 @@ MAX_DEPTH = 100
 # (an alias-free file has fewer nodes than bytes, so it is never limited).
 MAX_ALIAS_EXPANSION = 100_000
 
+# Reads of a directory whose links changed meanwhile, dropped and read again, before
+# waiting for the next poll (a link swap is rare: a ConfigMap update, a git-sync).
+GENERATION_TRIES = 3
+
 # Reasons passed to ``error`` (the label values of the metric).
 REASONS = ("walk", "read", "not-regular", "too-large", "parse", "limits", "convert")
 
@@ -216,8 +220,8 @@ def _yaml_documents(text: str) -> list[Any]:
         loader.dispose()
 
 
-def _documents(path: Path) -> list[Any]:
-    text = _read_text(path)
+def _documents(path: Path, read_from: Path | None = None) -> list[Any]:
+    text = _read_text(read_from or path)
     try:
         if path.suffix == ".json":
             doc = json.loads(text)
@@ -304,13 +308,15 @@ def find_files(root: Path) -> Walk:
 
 
 def read_file(path: Path, signature: Signature, groups: frozenset[str],
-              namespaces: frozenset[str], invalid: Invalid) -> FileObjects:
-    """The objects of one file. Raises :class:`FileError` (and nothing else) when the
+              namespaces: frozenset[str], invalid: Invalid,
+              read_from: Path | None = None) -> FileObjects:
+    """The objects of one file (``path`` in messages; read from ``read_from`` when
+    given: its resolved target). Raises :class:`FileError` (and nothing else) when the
     file cannot be used as a whole."""
     result = FileObjects(signature)
     what = ""
     try:
-        docs = _documents(path)
+        docs = _documents(path, read_from)
         for obj in _objects(docs):
             if not isinstance(obj, Mapping):
                 log.warning("%s: a document is not an object, skipped", path)
@@ -427,8 +433,65 @@ class ManifestSource:
     def collect(self) -> list[Op]:
         """Re-reads what changed; the ops that bring the cache up to date (may be empty).
 
+        One generation whole or nothing: a directory swapped by a symbolic link (a
+        ConfigMap volume's ``..data``, git-sync) may change in the middle of a read.
+        Links are resolved once, the files read through the resolved paths, and the
+        links checked again after: when any changed, what was read is dropped and read
+        again (at most GENERATION_TRIES times, else at the next poll), so no mix of two
+        versions is ever applied.
+
         Touches only this object and the file system, so it can run in a thread."""
-        walk = find_files(self.path)
+        for _ in range(GENERATION_TRIES):
+            ops = self._collect_once()
+            if ops is not None:
+                return ops
+        log.warning("%s changed during each of %d reads; reading it again at the next "
+                    "poll", self.path, GENERATION_TRIES)
+        return []
+
+    def _collect_once(self) -> list[Op] | None:
+        """None: a link changed while the files were read (nothing was kept)."""
+        root = Path(os.path.realpath(self.path))
+        walk = find_files(root)
+        if root != self.path:  # the path is (under) a link: keep the names it was given
+            walk = Walk([self.path / p.relative_to(root) for p in walk.files],
+                        [(self.path / d.relative_to(root), e) for d, e in walk.failed])
+        # Each file's target as first resolved (links only), checked again at the end.
+        resolved: dict[Path, str] = {}
+        staged: dict[Path, FileObjects] = {}
+        errors: list[tuple[Path, FileError, FileObjects | None, Signature]] = []
+        seen = set(walk.files)
+        for path in walk.files:
+            real = root / path.relative_to(self.path) if root != self.path else path
+            if os.path.islink(real):
+                real = Path(os.path.realpath(real))
+                resolved[path] = str(real)
+            try:
+                st = real.stat()
+            except FileNotFoundError:  # removed since the walk, or a dangling link
+                seen.discard(path)
+                continue
+            except OSError:
+                st = None
+            signature = (st.st_mtime_ns, st.st_size, st.st_ino) if st else UNKNOWN
+            old = self.files.get(path)
+            if old is not None and old.signature == signature:
+                continue
+            try:
+                staged[path] = read_file(path, signature, self.groups, self.namespaces,
+                                         self.invalid, real)
+            except FileError as exc:
+                errors.append((path, exc, old, signature))
+        if os.path.realpath(self.path) != str(root) or any(
+                os.path.realpath(root / p.relative_to(self.path)) != target
+                for p, target in resolved.items()):
+            return None
+        return self._commit(walk, seen, staged, errors)
+
+    def _commit(self, walk: Walk, seen: set[Path], staged: dict[Path, FileObjects],
+                errors: list[tuple[Path, FileError, FileObjects | None, Signature]]
+                ) -> list[Op]:
+        """Applies one whole read to this object's state; the ops for the cache."""
         if walk.failed:
             self._walk_failed(walk)
             if not self.synced and walk.covers(self.path):
@@ -446,31 +509,15 @@ class ManifestSource:
             if self.files:
                 log.warning("%s does not exist any more; its objects are removed", self.path)
         changed = False
-        seen = set(walk.files)
-        for path in walk.files:
-            try:
-                st = path.stat()
-            except FileNotFoundError:  # removed since the walk, or a dangling link
-                seen.discard(path)
-                continue
-            except OSError:
-                st = None
-            signature = (st.st_mtime_ns, st.st_size, st.st_ino) if st else UNKNOWN
-            old = self.files.get(path)
-            if old is not None and old.signature == signature:
-                continue
-            try:
-                objects = read_file(path, signature, self.groups, self.namespaces,
-                                    self.invalid)
-            except FileError as exc:
-                self.error(exc.reason)
-                log.error("%s: cannot be used (%s), keeping its %s objects: %s", path,
-                          exc.reason, "previous" if old else "(no)", exc)
-                if old is not None:
-                    old.signature = signature  # report once per change, not per poll
-                else:
-                    self.files[path] = FileObjects(signature)
-                continue
+        for path, exc, old, signature in errors:
+            self.error(exc.reason)
+            log.error("%s: cannot be used (%s), keeping its %s objects: %s", path,
+                      exc.reason, "previous" if old else "(no)", exc)
+            if old is not None:
+                old.signature = signature  # report once per change, not per poll
+            else:
+                self.files[path] = FileObjects(signature)
+        for path, objects in staged.items():
             self.files[path] = objects
             log.info("%s: %d ServiceImports, %d EndpointSlices", path,
                      len(objects.imports), len(objects.slices))

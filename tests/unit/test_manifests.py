@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -365,3 +368,96 @@ def test_answers_flow_while_many_files_are_polled(tmp_path: Path,
     asyncio.run(asyncio.wait_for(main(), 120))
     assert setup.imports()[:1] == ["prod/s0"] and len(setup.imports()) == 3000
     assert all(n > 0 for n in during), f"answers during each poll's walk: {during}"
+
+
+def generation_files(gen: Path, n: int, filler: int) -> None:
+    """Version ``n``: ``keep`` is in every version, in a.yaml or in b.yaml by turns;
+    both files carry a marker import with the version's address."""
+    address = f"10.0.{n >> 8 & 255}.{n & 255}"
+    for name, keep in (("a.yaml", n % 2 == 0), ("b.yaml", n % 2 == 1)):
+        docs = [service_import(f"marker-{name[0]}", ips=[address]),
+                *(service_import(f"fill-{name[0]}-{i}", ips=["10.2.0.1"]) for i in range(filler))]
+        if keep:
+            docs.append(service_import("keep", ips=["10.1.0.1"]))
+        write(gen / name, docs)
+
+
+def switch_link(link: Path, target: str) -> None:
+    """Points ``link`` at ``target`` by a rename (atomic), removes the old target."""
+    old = os.readlink(link) if os.path.lexists(link) else None
+    os.symlink(target, link.with_name(link.name + "_tmp"))
+    os.replace(link.with_name(link.name + "_tmp"), link)
+    if old is not None:
+        shutil.rmtree(link.parent / old)
+
+
+def swap_configmap(directory: Path, n: int, filler: int) -> Path:
+    """One update as the kubelet makes it in a ConfigMap volume: a new ``..<gen>``
+    directory, ``..data`` switched to it, the old one removed; the files are links
+    ``NAME -> ..data/NAME``. Returns the path to serve."""
+    generation_files(directory / f"..gen_{n}", n, filler)
+    for name in ("a.yaml", "b.yaml"):
+        if not os.path.lexists(directory / name):
+            os.symlink(f"..data/{name}", directory / name)
+    switch_link(directory / "..data", f"..gen_{n}")
+    return directory
+
+
+def swap_git_sync(directory: Path, n: int, filler: int) -> Path:
+    """As git-sync does: the served path is a link to a worktree, switched to a new one."""
+    generation_files(directory / ".worktrees" / str(n), n, filler)
+    switch_link(directory / "repo", f".worktrees/{n}")
+    return directory / "repo"
+
+
+@pytest.mark.parametrize("swap", [swap_configmap, swap_git_sync], ids=["configmap", "git-sync"])
+def test_a_swapped_directory_is_read_one_version_whole(
+        tmp_path: Path, swap: Callable[[Path, int, int], Path]) -> None:
+    """A read that met a swap gave half of one version and half of the next: ``keep``
+    (in every version) vanished, and that half state was applied (journaled, NOTIFYed).
+    Every update applied here is checked: ``keep`` present, both markers of one version."""
+    import threading
+
+    directory = tmp_path / "cm"
+    directory.mkdir()
+    filler = 150
+    served = swap(directory, 0, filler)
+    cache = Cache(ZoneNames(ZONE), 5)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    bad: list[str] = []
+    applied = [0]
+
+    def apply(ops: list[Any]) -> None:
+        cache.apply(ops)
+        applied[0] += 1
+        keep = [line.split()[-1] for line in ask(handler, query(f"keep.prod.{Z}", "A")).answer]
+        markers = {tuple(line.split()[-1] for line in
+                         ask(handler, query(f"marker-{x}.prod.{Z}", "A")).answer) for x in "ab"}
+        if keep != ["10.1.0.1"] or len(markers) != 1:
+            bad.append(f"update {applied[0]}: keep {keep}, markers {markers}")
+
+    source = ManifestSource(served, apply, 0)
+    assert source.scan()
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper() -> None:
+        deadline = time.monotonic() + 4
+        while not stop.is_set() and swaps[0] < 400 and time.monotonic() < deadline:
+            swaps[0] += 1
+            swap(directory, swaps[0], filler)
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    try:
+        while thread.is_alive():
+            source.scan()
+    finally:
+        stop.set()
+        thread.join()
+    source.scan()  # the last version, whole
+    assert bad == [], f"{len(bad)} of {applied[0]} updates mixed two versions: {bad[:5]}"
+    assert applied[0] >= 10, f"only {applied[0]} updates in {swaps[0]} swaps"
+    last = f"10.0.{swaps[0] >> 8 & 255}.{swaps[0] & 255}"
+    assert [line.split()[-1] for line in
+            ask(handler, query(f"marker-a.prod.{Z}", "A")).answer] == [last]
