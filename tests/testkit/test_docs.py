@@ -101,10 +101,11 @@ def test_flag_table_check_catches(edit: object, expected: str) -> None:
 
 
 def doc_files() -> list[Path]:
-    files = [README, *sorted((ROOT / "docs").glob("*.md"))]
-    files += [p for p in (ROOT / "CONTRIBUTING.md",) if p.exists()]
-    files += sorted(ROOT.glob("*/README.md"))
-    return files
+    """Every Markdown file of the repository (not of tools' hidden caches or builds)."""
+    return sorted(p for p in ROOT.rglob("*.md")
+                  if not any(part.startswith(".") or part in ("build", "dist")
+                             or part.endswith(".egg-info")
+                             for part in p.relative_to(ROOT).parts))
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
