@@ -31,8 +31,11 @@ def helm(*args: str, kubeconfig: Path | None = None, timeout: float = 300,
         argv.append(f"--kubeconfig={kubeconfig}")
     # Helm's own state (repositories, cache) stays out of the user's home.
     state = Path(tempfile.gettempdir()) / "clusterset-dns-helm"
-    env = {"HELM_CACHE_HOME": str(state / "cache"), "HELM_CONFIG_HOME": str(state / "config"),
-           "HELM_DATA_HOME": str(state / "data"), "PATH": "/usr/bin:/bin"}
+    # HOME too: without one, Helm's Kubernetes client keeps its discovery cache in
+    # ./.kube, inside the checkout.
+    env = {"HOME": str(state), "HELM_CACHE_HOME": str(state / "cache"),
+           "HELM_CONFIG_HOME": str(state / "config"), "HELM_DATA_HOME": str(state / "data"),
+           "PATH": "/usr/bin:/bin"}
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     if check and out.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({out.returncode}):\n"
