@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from clusterset_dns import wire
 from clusterset_dns.cache import EMPTY, HAS_RECORDS, NEGATIVES_CAP, RESPONSES_CAP, Zone
+from clusterset_dns.stats import Stats
 from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
@@ -78,21 +79,6 @@ def walk_name(data: bytes, offset: int, pointers: bool = False) -> tuple[list[in
     if offset - start > _MAX_NAME or offset > size:
         return None
     return starts, offset
-
-
-class Stats:
-    """Plain counters; the metrics module reads them at scrape time."""
-
-    __slots__ = ("dropped", "rcodes", "tcp_aborted", "tcp_open", "tcp_refused", "transfers",
-                 "truncated")
-
-    def __init__(self) -> None:
-        self.rcodes = [0] * 24  # index = rcode (16 = BADVERS)
-        self.truncated = 0  # UDP answers sent as TC with no records
-        self.dropped = 0
-        # Kept by server.DNSServer; here so that workers report them too.
-        self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
-        self.transfers: dict[tuple[str, str], int] = {}  # (type, result) -> count, see xfr
 
 
 class Handler:

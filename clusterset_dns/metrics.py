@@ -1,4 +1,4 @@
-"""Prometheus metrics. The DNS path only bumps plain integers (handler.Stats);
+"""Prometheus metrics. The DNS path only bumps plain integers (stats.Stats);
 they are turned into metric families here, at scrape time."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from clusterset_dns.cache import Cache
-from clusterset_dns.handler import Stats
+from clusterset_dns.stats import Stats
 
 RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
           16: "BADVERS"}

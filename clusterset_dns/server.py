@@ -135,7 +135,7 @@ def udp_reader(sock: socket.socket, handle: Handle, mode: str,
 
 
 class ConnectionStats(Protocol):
-    """The TCP counters the server keeps (``handler.Stats`` has them, so workers
+    """The TCP counters the server keeps (``stats.Stats`` has them, so workers
     report them with the rest)."""
 
     tcp_open: int

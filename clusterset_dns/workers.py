@@ -38,7 +38,7 @@ from pathlib import Path
 
 from clusterset_dns.cache import Op
 from clusterset_dns.config import Config
-from clusterset_dns.handler import Stats
+from clusterset_dns.stats import Stats
 
 log = logging.getLogger(__name__)
 _FRAME = struct.Struct("!I")
@@ -83,15 +83,6 @@ async def _read_frame(reader: asyncio.StreamReader) -> object:
     return pickle.loads(await reader.readexactly(size))
 
 
-def add_stats(into: Stats, more: Stats) -> None:
-    for code, count in enumerate(more.rcodes):
-        into.rcodes[code] += count
-    into.truncated += more.truncated
-    for key, count in more.transfers.items():
-        into.transfers[key] = into.transfers.get(key, 0) + count
-    into.dropped += more.dropped
-
-
 # -- the parent's side -------------------------------------------------------------------------
 
 class Worker:
@@ -132,7 +123,7 @@ class WorkerPool:
         self.snapshot = snapshot
         self.on_restart = on_restart
         self.workers = [Worker(i + 1) for i in range(count)]
-        self.retired = Stats()  # counters of workers that are gone (counters never go back)
+        self.retired = Stats()  # counters of workers that are gone (Stats.add)
         self.serving = False
         self.stopping = False
         self.longest_update = 0.0  # seconds, the parent's own apply: a worker's is alike
@@ -245,7 +236,7 @@ class WorkerPool:
             # no restart, no error.
             return
         worker.serving = False
-        add_stats(self.retired, worker.stats)
+        self.retired.add(worker.stats)
         worker.stats = Stats()
         if worker.writer is not None:
             worker.writer.close()

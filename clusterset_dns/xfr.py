@@ -74,7 +74,7 @@ def load_key(path: Path) -> dns.tsig.Key:
 
 
 class Counts:
-    """Transfers by (type, result), kept in handler.Stats.transfers so that a worker's
+    """Transfers by (type, result), kept in stats.Stats.transfers so that a worker's
     reach the parent's metrics with its other counters."""
 
     def __init__(self, into: dict[tuple[str, str], int]) -> None:

@@ -19,10 +19,11 @@ import dns.asyncquery
 import dns.message
 import pytest
 
-from clusterset_dns import app, convert, workers
+from clusterset_dns import app, convert, metrics, workers
 from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.names import ZoneNames
+from clusterset_dns.stats import Stats
 from clusterset_dns_testkit.peers import free_port
 
 from .helpers import ZONE, service_import
@@ -35,9 +36,9 @@ def put(name: str, ip: str) -> PutImport:
 class Parent:
     """This test process as the parent: a cache, a pool of one worker, the ops it sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, **config: Any) -> None:
         self.port = free_port()
-        self.config = Config(listen=(("127.0.0.1", self.port),), log_level="warning")
+        self.config = Config(listen=(("127.0.0.1", self.port),), log_level="warning", **config)
         self.cache = Cache(ZoneNames(ZONE), 5)
         self.restarts: list[str] = []
         self.pool = workers.WorkerPool(self.config, 1, app.WORKER_ENTRY,
@@ -80,8 +81,8 @@ async def until_async(condition: Callable[[], Awaitable[bool]], timeout: float,
         await asyncio.sleep(0.05)
 
 
-def run_parent(body: Callable[[Parent], Awaitable[None]]) -> Parent:
-    parent = Parent()
+def run_parent(body: Callable[[Parent], Awaitable[None]], **config: Any) -> Parent:
+    parent = Parent(**config)
 
     async def main() -> None:
         parent.apply([put("web", "10.1.0.1"), SetSynced(True)])
@@ -133,6 +134,38 @@ def test_a_killed_worker_is_restarted_and_resynced(caplog: pytest.LogCaptureFixt
     parent = run_parent(body)
     assert parent.restarts == ["exited"]
     assert "was killed by signal 9; restarting it" in caplog.text
+
+
+def scraped(parent: Parent) -> dict[str, float]:
+    """The parent's /metrics families of one value (what the app's collector reads)."""
+    collector = metrics.ServerCollector(parent.cache, Stats(), parent.pool.stats)
+    return {family.name: family.samples[0].value for family in collector.collect()
+            if len(family.samples) == 1}
+
+
+@pytest.mark.timeout(120)
+def test_counters_of_a_restarted_worker_are_kept() -> None:
+    """Every counter a worker reported survives its restart (the parent keeps the
+    counters of workers that are gone): here refused TCP connections."""
+    async def body(parent: Parent) -> None:
+        held = await asyncio.open_connection("127.0.0.1", parent.port)  # the one allowed
+        refused = await asyncio.open_connection("127.0.0.1", parent.port)
+        with contextlib.suppress(ConnectionResetError):
+            assert await refused[0].read() == b""  # aborted at once
+        refused[1].close()
+        await until(lambda: scraped(parent)["clusterset_dns_tcp_refused"] == 1, 10,
+                    "the worker to report")
+        held[1].close()
+        old = parent.worker.pid
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        await restarted(parent, old)
+        assert parent.worker.stats.tcp_refused == 0  # the new worker starts from zero
+        kept = scraped(parent)
+        assert kept["clusterset_dns_tcp_refused"] == 1
+        assert kept["clusterset_dns_tcp_connections"] == 0  # a gauge: gone with the worker
+
+    run_parent(body, max_tcp_connections=1)
 
 
 @pytest.mark.timeout(120)

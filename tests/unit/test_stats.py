@@ -1,0 +1,41 @@
+"""Stats.add: the parent folds a gone worker's counters in with it, so every counter
+must be in it (a field it forgets drops from /metrics when a worker restarts)."""
+
+from __future__ import annotations
+
+from clusterset_dns.stats import Stats
+
+
+def filled(base: int) -> Stats:
+    """A Stats with a distinct value in every field."""
+    stats = Stats()
+    for i, name in enumerate(sorted(Stats.__slots__)):
+        value = base + i
+        current = getattr(stats, name)
+        if isinstance(current, list):
+            setattr(stats, name, [value + code for code in range(len(current))])
+        elif isinstance(current, dict):
+            setattr(stats, name, {("axfr", "full"): value, (f"t{i}", "r"): value})
+        else:
+            setattr(stats, name, value)
+    return stats
+
+
+def test_add_sums_every_counter_and_no_gauge() -> None:
+    into, more = filled(100), filled(1000)
+    into.add(more)
+    fresh, other = filled(100), filled(1000)
+    for name in Stats.__slots__:
+        got, mine, theirs = getattr(into, name), getattr(fresh, name), getattr(other, name)
+        if name in Stats.GAUGES:
+            assert got == mine, name
+        elif isinstance(mine, list):
+            assert got == [a + b for a, b in zip(mine, theirs, strict=True)], name
+        elif isinstance(mine, dict):
+            assert got == {k: mine.get(k, 0) + theirs.get(k, 0) for k in mine | theirs}, name
+        else:
+            assert got == mine + theirs, name
+
+
+def test_gauges_are_fields() -> None:
+    assert set(Stats.__slots__) >= Stats.GAUGES
