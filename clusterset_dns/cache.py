@@ -128,10 +128,14 @@ class RebuildError(RuntimeError):
 # from clients; 16,384 keys of ~60 bytes cost about 2 MiB at most.
 NEGATIVES_CAP = 16_384
 # Whole responses remembered by the query bytes after the ID (Zone.responses): one
-# look-up replaces the fast path's slicing and case folding. A key and its response
-# take ~250 bytes, so 32,768 cost about 8 MiB at most; a benchmark's 20,000 distinct
-# queries fit.
-RESPONSES_CAP = 32_768
+# look-up replaces the fast path's slicing and case folding. Bounded in bytes, since
+# clients choose both how many (0x20 case variants) and how large (an EDNS size up to
+# --edns-udp-size): the key's and the response's lengths plus RESPONSE_OVERHEAD each
+# (two bytes objects, a tuple and a dict slot: measured 180-200 bytes), at most
+# RESPONSES_BYTES; then it starts over. The benchmark's 14,253 distinct queries
+# (6 MiB counted so) fit.
+RESPONSES_BYTES = 16 << 20
+RESPONSE_OVERHEAD = 200
 
 # How a name stands in the zone (Zone.lookup).
 MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
@@ -168,14 +172,17 @@ class Zone:
     # exist and on ``synced``: :meth:`changed` empties them whenever any of these moves.
     negatives: dict[bytes, wire.Answer] = field(default_factory=dict)
     # Fast-path UDP responses the handler built, by the query bytes after the ID ->
-    # (response bytes after the ID, rcode); at most RESPONSES_CAP. Same lifetime rule.
+    # (response bytes after the ID, rcode); at most RESPONSES_BYTES, counted in
+    # ``responses_bytes``. Same lifetime rule.
     responses: dict[bytes, tuple[bytes, int]] = field(default_factory=dict)
+    responses_bytes: int = 0
 
     def changed(self) -> None:
         """Called after every change to what the zone answers (the serial moves with
         every rebuild; ``synced`` can flip without one)."""
         self.negatives.clear()
         self.responses.clear()
+        self.responses_bytes = 0
 
     def lookup(self, name: bytes) -> int:
         """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,

@@ -14,7 +14,14 @@ import struct
 from collections.abc import Callable
 
 from clusterset_dns import wire
-from clusterset_dns.cache import EMPTY, HAS_RECORDS, NEGATIVES_CAP, RESPONSES_CAP, Zone
+from clusterset_dns.cache import (
+    EMPTY,
+    HAS_RECORDS,
+    NEGATIVES_CAP,
+    RESPONSE_OVERHEAD,
+    RESPONSES_BYTES,
+    Zone,
+)
 from clusterset_dns.stats import Stats
 from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer
 
@@ -166,10 +173,15 @@ class Handler:
             return None
 
     def _remember(self, query: bytes, tail: bytes, rcode: int) -> None:
-        responses = self.responses
-        if len(responses) >= RESPONSES_CAP:
-            responses.clear()  # full (a flood of distinct queries): start over, as below
-        responses[query] = (tail, rcode)
+        zone = self.zone
+        cost = len(query) + len(tail) + RESPONSE_OVERHEAD
+        used = zone.responses_bytes + cost
+        if used > RESPONSES_BYTES:
+            # Full (a flood of distinct queries): start over, as the negatives do.
+            self.responses.clear()
+            used = cost
+        zone.responses_bytes = used
+        self.responses[query] = (tail, rcode)
 
     def _negative(self, key: bytes) -> Answer | None:
         """NXDOMAIN or NODATA for a lower-cased question that missed the answers and

@@ -11,7 +11,7 @@ import pytest
 
 from clusterset_dns import convert
 from clusterset_dns import handler as handler_module
-from clusterset_dns.cache import PutImport, SetSynced
+from clusterset_dns.cache import RESPONSE_OVERHEAD, PutImport, SetSynced
 from clusterset_dns.handler import Handler
 
 from .helpers import (
@@ -121,12 +121,18 @@ def test_slow_path_answers_are_not_stored() -> None:
     assert handler.zone.responses == {}
 
 
-def test_the_cap_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handler_module, "RESPONSES_CAP", 4)
+def test_the_byte_budget_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded in bytes, not entries: clients choose how large the responses are."""
+    budget = 4 * (RESPONSE_OVERHEAD + 200)
+    monkeypatch.setattr(handler_module, "RESPONSES_BYTES", budget)
     handler = fresh()
     for i in range(11):
         data = query(f"typo-{i}.prod.{Z}", "A", qid=i)
         assert ask(handler, data).rcode == dns.rcode.NXDOMAIN
         assert handler.handle(data, False) == handler._slow(data, False)
-        assert 1 <= len(handler.zone.responses) <= 4
+        zone = handler.zone
+        counted = sum(len(k) + len(v[0]) + RESPONSE_OVERHEAD for k, v in zone.responses.items())
+        assert len(zone.responses) >= 1 and counted == zone.responses_bytes <= budget
     assert any(b"\x07typo-10" in key for key in handler.zone.responses)  # the latest kept
+    handler.zone.changed()
+    assert handler.zone.responses == {} and handler.zone.responses_bytes == 0
