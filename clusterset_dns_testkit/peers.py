@@ -197,34 +197,54 @@ _random = random.SystemRandom()  # concurrent test processes must not draw alike
 _ports_lock = threading.Lock()
 
 
-def _ephemeral_start() -> int:
-    """Where the kernel's ephemeral (client) ports begin."""
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral (client) ports: first and last, both included."""
     try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
 
 
-# Servers under test listen below the ephemeral range. CoreDNS and our server bind
+# Servers under test listen outside the ephemeral range. CoreDNS and our server bind
 # with SO_REUSEPORT, and so do dig's client sockets: a client given, by chance, the
 # server's port as its own source port shares it, and being connected it wins the
 # kernel's socket lookup, so dig receives its own query (QR clear, its cookie) as
 # the answer. A listening port outside the range is never a client's source port.
-_LOWEST_PORT = 10000
+_LOWEST_PORT = 10000  # below it, ports other services on the machine may expect
+_ENOUGH_PORTS = 1000  # fewer than this outside the range above _LOWEST_PORT: go lower
+
+
+def _server_ports(ephemeral: tuple[int, int]) -> list[range]:
+    """The ports free_port draws from: every port outside ``ephemeral``, from
+    _LOWEST_PORT up (from 1024 when that leaves fewer than _ENOUGH_PORTS)."""
+    low, high = ephemeral
+    for lowest in (_LOWEST_PORT, 1024):
+        found = [r for r in (range(lowest, min(low, 65536)), range(max(high + 1, lowest), 65536))
+                 if len(r)]
+        if sum(len(r) for r in found) >= _ENOUGH_PORTS:
+            break
+    return found
 
 
 def free_port(host: str = HOST) -> int:
-    """A port free for both TCP and UDP on ``host``, below the ephemeral range (see
+    """A port free for both TCP and UDP on ``host``, outside the ephemeral range (see
     above), never returned twice by this process."""
-    top = _ephemeral_start()
+    ephemeral = _ephemeral_range()
+    ranges = _server_ports(ephemeral)
+    total = sum(len(r) for r in ranges)
+    if not total:
+        raise PeerError(f"the ephemeral port range {ephemeral[0]}-{ephemeral[1]} "
+                        "(net.ipv4.ip_local_port_range) leaves no port for a test server: "
+                        "narrow it")
     with _ports_lock:
         for _ in range(500):
-            if top - _LOWEST_PORT > 1000:
-                port = _random.randrange(_LOWEST_PORT, top)
-            else:  # an unusual range: let the kernel pick
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                    probe.bind((host, 0))
-                    port = int(probe.getsockname()[1])
+            pick = _random.randrange(total)
+            for r in ranges:
+                if pick < len(r):
+                    port = r[pick]
+                    break
+                pick -= len(r)
             if port in _handed_out:
                 continue
             try:
