@@ -3,7 +3,8 @@
     python bench/startup.py [--checkout DIR ...] [--coredns] [--rounds 3]
                             [--imports 10000 --headless 1000 --endpoints 100]
 
-Loads a real etcd + kube-apiserver once with ``kube_scale.py``'s objects, then
+Loads a real etcd + kube-apiserver once with ``kube_scale.py``'s objects
+(``clusterset_dns_testkit/bench/apiload.py``), then
 starts each server in turn, ``--rounds`` times, interleaved (so a slower moment of
 the machine hits every server alike): every ``--checkout`` (default: this one)
 with ``python -m clusterset_dns serve --kubeconfig ...`` run from that directory,
@@ -30,16 +31,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import kube_scale  # noqa: E402
-
+from clusterset_dns_testkit.bench import apiload  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
 
 
 def start_checkout(api: KubeAPI, args: argparse.Namespace, checkout: Path) -> dict[str, float]:
-    proc, _, figures = kube_scale.start_ours(api, args, checkout)
+    proc, _, figures = apiload.start_ours(api, args, checkout)
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(30)
@@ -50,7 +49,7 @@ def start_checkout(api: KubeAPI, args: argparse.Namespace, checkout: Path) -> di
 
 
 def start_coredns(api: KubeAPI, args: argparse.Namespace) -> dict[str, float]:
-    coredns, theirs = kube_scale.start_coredns(api, args)
+    coredns, theirs = apiload.start_coredns(api, args)
     coredns.close()
     return theirs
 
@@ -74,7 +73,7 @@ def main() -> int:
     with KubeAPI() as api:
         args.workdir = api.dir  # the servers' logs
         api.install_crds(["mcs-api-v0.5.0"])
-        loaded = kube_scale.load(api, args.imports, args.headless, args.endpoints)
+        loaded = apiload.load(api, args.imports, args.headless, args.endpoints)
         print(f"loaded {args.imports + args.headless} imports, "
               f"{args.headless * args.endpoints} endpoints in {loaded:.1f}s", flush=True)
         for round_ in range(args.rounds):

@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kube_scale import NAMESPACES, SLICES, Writer, ip4, load, propagation
 
 from clusterset_dns_testkit.bench import results as bench_results
+from clusterset_dns_testkit.bench.apiload import NAMESPACES, SLICES, Writer, ip4, load, propagation
 from clusterset_dns_testkit.peers import KubeAPI, free_port
 from clusterset_dns_testkit.secondary import KnotSecondary, serial_at
 

@@ -26,6 +26,7 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 
+from clusterset_dns_testkit.bench import procs
 from clusterset_dns_testkit.peers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,10 +134,9 @@ class ServerProcess:
     def rss_kib(self) -> int:
         """The server process's resident size (VmRSS), in KiB."""
         assert self.proc is not None
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
-        assert match, status
-        return int(match.group(1))
+        kib = procs.rss_kib(self.proc.pid)
+        assert kib, f"no VmRSS for pid {self.proc.pid}"
+        return kib
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of ``name`` whose labels include ``labels`` (0 if none)."""

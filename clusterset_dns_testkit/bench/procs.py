@@ -46,11 +46,13 @@ def tree_cpu_seconds(root: int) -> float:
     return total / CLK_TCK
 
 
-def _status_kb(pid: int, key: str) -> int:
+def rss_kib(pid: int) -> int:
+    """The resident size (VmRSS) of one process, in KiB; 0 for a process that is gone.
+    The one reader of it for the tests and the benchmarks."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith(key + ":"):
+                if line.startswith("VmRSS:"):
                     return int(line.split()[1])
     except OSError:
         pass
@@ -71,7 +73,7 @@ def _pss_kb(pid: int) -> int:
 def tree_memory_mib(root: int) -> tuple[float, float, int]:
     """(sum of VmRSS, sum of PSS, number of processes) of the tree."""
     pids = process_tree(root)
-    rss = sum(_status_kb(p, "VmRSS") for p in pids)
+    rss = sum(rss_kib(p) for p in pids)
     pss = sum(_pss_kb(p) for p in pids)
     return rss / 1024, pss / 1024, len(pids)
 

@@ -91,6 +91,8 @@ def test_tests_and_bench_share_code_only_through_the_testkit() -> None:
         assert not _imported_modules(path) & (test_modules | {"tests"}), \
             f"{path} imports from tests/"
         assert "support" not in _path_parts(path), f"{path} builds a path into tests/"
+        # What two scripts share lives in the testkit, not in one of them.
+        assert not _imported_modules(path) & bench, f"{path} imports another bench script"
     for path in (REPO / "clusterset_dns").rglob("*.py"):
         assert "clusterset_dns_testkit" not in _imported_modules(path), \
             f"{path}: the server must not depend on its test kit"

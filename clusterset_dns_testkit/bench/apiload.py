@@ -1,0 +1,242 @@
+"""A loaded kube-apiserver for the benchmarks at scale (bench/kube_scale.py,
+startup.py, xfr_scale.py): the objects, the writes, a server's start against it, and
+propagation from an API write to a DNS answer. Every loop is bounded in time; loopback
+only."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from dnslib import DNSRecord
+
+from clusterset_dns_testkit.bench.common import REPO
+from clusterset_dns_testkit.bench.procs import tree_memory_mib
+from clusterset_dns_testkit.peers import CoreDNS, KubeAPI, free_port, kubernetes_corefile
+
+IMPORTS = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/{ns}/serviceimports"
+SLICES = "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"
+NAMESPACES = 10
+
+
+class Writer:
+    """One keep-alive HTTPS connection per thread (the harness opens one per request)."""
+
+    def __init__(self, api: KubeAPI) -> None:
+        self.api = api
+        self.local = threading.local()
+        context = ssl.create_default_context(cafile=str(api.ca_file))
+        self.context = context
+
+    def _conn(self) -> http.client.HTTPSConnection:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = http.client.HTTPSConnection("127.0.0.1", self.api.port, context=self.context,
+                                               timeout=30)
+            self.local.conn = conn
+        return conn
+
+    def send(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        for attempt in range(3):
+            conn = self._conn()
+            try:
+                conn.request(method, path, body=json.dumps(body), headers={
+                    "Authorization": f"Bearer {self.api.token}",
+                    "Content-Type": "application/merge-patch+json" if method == "PATCH"
+                    else "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                if response.status >= 300:
+                    raise RuntimeError(f"{method} {path}: {response.status} {data[:300]!r}")
+                return json.loads(data)  # type: ignore[no-any-return]
+            except (http.client.HTTPException, OSError):
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def ip4(n: int, base: int = 10) -> str:
+    return f"{base}.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def objects(imports: int, headless: int, endpoints: int) -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i in range(imports):
+        ns = f"ns-{i % NAMESPACES}"
+        out.append((IMPORTS.format(ns=ns), {
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": f"svc-{i}", "namespace": ns},
+            "spec": {"type": "ClusterSetIP", "ips": [ip4(i)],
+                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}))
+    for h in range(headless):
+        ns = f"ns-{h % NAMESPACES}"
+        out.append((IMPORTS.format(ns=ns), {
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": f"hl-{h}", "namespace": ns},
+            "spec": {"type": "Headless",
+                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}))
+        for start in range(0, endpoints, 100):
+            cluster = f"cluster-{(start // 100) % 2}"
+            eps = [{"addresses": [ip4(h * endpoints + e, 11)], "hostname": f"pod-{e}",
+                    "conditions": {"ready": True}}
+                   for e in range(start, min(start + 100, endpoints))]
+            out.append((SLICES.format(ns=ns), {
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": f"hl-{h}-{start}", "namespace": ns, "labels": {
+                    "multicluster.kubernetes.io/service-name": f"hl-{h}",
+                    "multicluster.kubernetes.io/source-cluster": cluster}},
+                "addressType": "IPv4", "endpoints": eps,
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}))
+    return out
+
+
+def load(api: KubeAPI, imports: int, headless: int, endpoints: int) -> float:
+    start = time.monotonic()
+    for i in range(NAMESPACES):
+        api.ensure_namespace(f"ns-{i}")
+    writer = Writer(api)
+    items = objects(imports, headless, endpoints)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda item: writer.send("POST", item[0], item[1]), items))
+    return time.monotonic() - start
+
+
+def dns_a(port: int, name: str, sock: socket.socket) -> set[str]:
+    query = DNSRecord.question(name, "A")
+    sock.sendto(bytes(query.pack()), ("127.0.0.1", port))
+    try:
+        data = sock.recv(65535)
+    except TimeoutError:
+        return set()
+    return {str(rr.rdata) for rr in DNSRecord.parse(data).rr}
+
+
+def wait_answer(port: int, name: str, want: str, timeout: float) -> float:
+    start = time.monotonic()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(0.2)
+        while time.monotonic() - start < timeout:
+            if want in dns_a(port, name, sock):
+                return time.monotonic() - start
+            time.sleep(0.01)
+    raise RuntimeError(f"{name} never answered {want} within {timeout}s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_ours(api: KubeAPI, args: argparse.Namespace, checkout: Path = REPO
+               ) -> tuple[subprocess.Popen[bytes], int, dict[str, float]]:
+    """Starts ``checkout``'s clusterset-dns against ``api``; returns when it answers the
+    last import, with the time to /ready and to that answer, the RSS and the CPU seconds
+    it had used at /ready."""
+    port, ready = free_port(), free_port()
+    log = open(args.workdir / "clusterset-dns.log", "wb")  # noqa: SIM115 - lives with the process
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusterset_dns", "serve", "--kubeconfig", str(api.kubeconfig),
+         "--listen", f"127.0.0.1:{port}", "--health-listen", "off",
+         "--ready-listen", f"127.0.0.1:{ready}", "--metrics-listen", "off",
+         "--startup-timeout", "120", "--log-level", "warning", "--lameduck", "0"],
+        cwd=checkout, env=dict(os.environ, PYTHONPATH=str(checkout)),  # that checkout's code
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = t0 + 180
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", ready), timeout=1) as conn:
+                conn.sendall(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
+                if b" 200 " in conn.recv(100):
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError("clusterset-dns exited; see its log")
+        time.sleep(0.05)
+    ready_s = time.monotonic() - t0
+    cpu_s = cpu_seconds(proc.pid)
+    last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
+    answer_s = ready_s + wait_answer(port, last, ip4(args.imports - 1), 60)
+    return proc, port, {"ready_s": ready_s, "first_answer_s": answer_s,
+                        "rss_mib": tree_memory_mib(proc.pid)[0], "cpu_s": cpu_s}
+
+
+def start_coredns(api: KubeAPI, args: argparse.Namespace) -> tuple[CoreDNS, dict[str, float]]:
+    t0 = time.monotonic()
+    coredns = CoreDNS(kubernetes_corefile(api.kubeconfig), timeout=180)
+    last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
+    answer_s = time.monotonic() - t0 + wait_answer(coredns.port, last, ip4(args.imports - 1), 180)
+    time.sleep(2)  # let its informers settle before reading the memory
+    assert coredns.proc is not None
+    return coredns, {"first_answer_s": answer_s, "rss_mib": tree_memory_mib(coredns.proc.pid)[0]}
+
+
+def propagation(api: KubeAPI, port: int, args: argparse.Namespace) -> dict[str, float]:
+    """Writes at a fixed rate; a checker thread measures when DNS shows each write."""
+    writer = Writer(api)
+    pending: dict[str, tuple[str, float]] = {}
+    latencies: list[float] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def check() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(0.2)
+            while not done.is_set() or pending:
+                with lock:
+                    items = list(pending.items())
+                for name, (want, started) in items:
+                    if want in dns_a(port, name, sock):
+                        with lock:
+                            latencies.append(time.monotonic() - started)
+                            del pending[name]
+                    elif time.monotonic() - started > 30:
+                        with lock:
+                            del pending[name]  # counted as lost below
+                if not items:
+                    time.sleep(0.0005)
+
+    checker = threading.Thread(target=check, daemon=True)
+    checker.start()
+    interval = 1.0 / args.rate
+    next_at = time.monotonic()
+    for n in range(args.updates):
+        i = (n * 7919) % args.imports
+        ns = f"ns-{i % NAMESPACES}"
+        name = f"svc-{i}.{ns}.svc.clusterset.local"
+        while True:  # one pending update per name, so each measurement is unambiguous
+            with lock:
+                if name not in pending:
+                    break
+            time.sleep(0.001)
+        want = ip4(n + 1, 12)
+        now = time.monotonic()
+        if now < next_at:
+            time.sleep(next_at - now)
+        next_at += interval
+        started = time.monotonic()
+        with lock:
+            pending[name] = (want, started)
+        writer.send("PATCH", IMPORTS.format(ns=ns) + f"/svc-{i}", {"spec": {"ips": [want]}})
+    done.set()
+    checker.join(60)
+    lat = sorted(latencies)
+    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
+    return {"updates": args.updates, "rate_per_s": args.rate, "seen": len(lat),
+            "p50_ms": q[49] * 1e3, "p90_ms": q[89] * 1e3, "p99_ms": q[98] * 1e3,
+            "max_ms": lat[-1] * 1e3 if lat else float("nan")}
