@@ -1,12 +1,17 @@
 """deploy/overlays/daemonset on the real cluster, behind a node-local DNS cache
 configured the way node-local-dns is: the cache breaks clusterset.local until the
 shipped stanza (deploy/overlays/daemonset/node-local-dns-stanza.txt) is added; with it
-a client pod gets the conformance answers through the node-local path."""
+a client pod gets the conformance answers through the node-local path. Each pod knows
+its node from the downward API: a PreferSameNode import answers a client pod with the
+endpoint on its node first."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -107,3 +112,75 @@ def test_node_local_cache_needs_the_stanza_and_then_answers(
             assert status == "NOERROR" and same_records(got, want), (name, rdtype, status, got)
     status, got = client.dig(cache, svc("nope"), "A")
     assert (status, got) == ("NXDOMAIN", [])
+
+
+# -- PreferSameNode: the node name from the downward API ----------------------------------------
+
+NODE_NS, NODE_SVC = "conf", "nodepref"
+PROPERTY = "cluster.clusterset.k8s.io"
+
+
+def _node_objects(node: str) -> list[dict[str, Any]]:
+    """A StatefulSet-like import in clusters east (a pod on this node, one on another
+    node) and west (a pod on a node of the same name: other clusters never match)."""
+    def piece(cluster: str, endpoints: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": f"{NODE_SVC}-{cluster}", "namespace": NODE_NS,
+                             "labels": {"multicluster.kubernetes.io/service-name": NODE_SVC,
+                                        "multicluster.kubernetes.io/source-cluster": cluster}},
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                "endpoints": endpoints}
+
+    return [
+        {"apiVersion": "about.k8s.io/v1beta1", "kind": "ClusterProperty",
+         "metadata": {"name": PROPERTY}, "spec": {"value": "east"}},
+        {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+         "metadata": {"name": NODE_SVC, "namespace": NODE_NS},
+         "spec": {"type": "Headless", "trafficDistribution": "PreferSameNode",
+                  "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}},
+        piece("east", [
+            {"addresses": ["10.77.0.1"], "hostname": "app-0", "nodeName": "elsewhere"},
+            {"addresses": ["10.77.0.2"], "hostname": "app-1", "nodeName": node}]),
+        piece("west", [{"addresses": ["10.77.1.1"], "hostname": "app-0", "nodeName": node}]),
+    ]
+
+
+def test_the_node_name_comes_from_the_downward_api_and_a_client_sees_its_node_first(
+        cluster: Cluster, client: Client, daemonset: Overlay) -> None:
+    pod_name = wait_pods(cluster, APP, 1)[0].name
+    pod = cluster.kubectl_json("-n", NS, "get", "pod", pod_name)
+    container = pod["spec"]["containers"][0]
+    assert "--node-name=$(NODE_NAME)" in container["args"], container["args"]
+    env = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert env["NODE_NAME"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}
+    node = pod["spec"]["nodeName"]
+    objects = _node_objects(node)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": objects}))
+    try:
+        ours = service_ip(cluster, "clusterset-dns")
+        name = svc(NODE_SVC)
+        base = f"{NODE_SVC}.{NODE_NS}.svc.{ZONE}."
+        want_a = [f"{name} 5 IN A 10.77.0.2"]
+        want_srv = [f"{name} 5 IN SRV 0 100 80 app-1.east.{base}",
+                    f"{name} 5 IN SRV 1 100 80 app-0.east.{base}",
+                    f"{name} 5 IN SRV 2 100 80 app-0.west.{base}"]
+        deadline = time.monotonic() + 60
+        got: tuple[str, list[str]] = ("", [])
+        while time.monotonic() < deadline:
+            got = client.dig(ours, name, "A")
+            if got == ("NOERROR", want_a):
+                break
+            time.sleep(1)
+        assert got == ("NOERROR", want_a), got
+        status, records = client.dig(ours, name, "SRV")
+        assert status == "NOERROR" and same_records(records, want_srv), records
+        # The pods on other nodes and in the other cluster keep their names.
+        for host, ip in (("app-0.east", "10.77.0.1"), ("app-0.west", "10.77.1.1")):
+            status, records = client.dig(ours, f"{host}.{base}", "A")
+            assert (status, records) == ("NOERROR", [f"{host}.{base} 5 IN A {ip}"])
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", check=False,
+                        input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                          "items": objects}))
