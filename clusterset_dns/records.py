@@ -58,14 +58,16 @@ def _sorted_packed(packed: Iterable[Packed]) -> list[Packed]:
     return sorted(sorted(set(packed)), key=len)  # stable: numeric order within a family
 
 
-def _best_per_family(ranked: list[tuple[int, Packed]]) -> list[Packed]:
-    """The addresses of the best rank present in each family: a tier without an address
-    of a family is empty for it (kube-proxy decides per family too)."""
+def _best_per_family(addresses: list[Packed], ranks: list[int]) -> list[Packed]:
+    """The addresses of the best rank present in each family (``ranks[i]`` is that of
+    ``addresses[i]``): a tier without an address of a family is empty for it
+    (kube-proxy decides per family too)."""
     best: dict[int, int] = {}
-    for rank, packed in ranked:
+    for packed, rank in zip(addresses, ranks, strict=True):
         if rank < best.get(len(packed), rank + 1):
             best[len(packed)] = rank
-    return [packed for rank, packed in ranked if rank == best[len(packed)]]
+    return [packed for packed, rank in zip(addresses, ranks, strict=True)
+            if rank == best[len(packed)]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +287,12 @@ class RecordBuilder:
         # Every answering endpoint gets its names (§2.4, §2.5) whatever the tiers; the
         # tiers only shape the bare name's A/AAAA (the best tier per family) and the
         # SRV priorities.
-        every: list[tuple[int, Packed]] = []
+        every: list[Packed] = []
+        # With tiers only: the rank of each address of ``every``, and an endpoint name's
+        # best rank (names may repeat). Without, the bulk of a zone pays nothing for them.
+        every_rank: list[int] = []
+        ranks: dict[Labels, int] = {}
         hosts: dict[Labels, list[Packed]] = {}
-        ranks: dict[Labels, int] = {}  # an endpoint name's best rank (names may repeat)
         srv_records: list[tuple[Labels, Port]] = []
         for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
             # Admitted by the cache: every endpoint name of the slice fits DNS.
@@ -295,10 +300,13 @@ class RecordBuilder:
                               if piece.cluster is not None else None)
             wires = self._wires
             local = tiers is not None and piece.cluster == tiers.cluster
+            rank = 0
             for endpoint in piece.endpoints:
-                rank = 0 if tiers is None else tiers.rank(local, endpoint)
                 packed = [ip.packed for ip in endpoint.addresses]
-                every.extend((rank, one) for one in packed)
+                every.extend(packed)
+                if tiers is not None:
+                    rank = tiers.rank(local, endpoint)
+                    every_rank.extend([rank] * len(packed))
                 if endpoint_names is None:
                     continue  # no cluster id: service-level answers only
                 named: list[tuple[str, list[Packed]]]
@@ -311,15 +319,14 @@ class RecordBuilder:
                     target, target_wire = endpoint_names.name(hostname)
                     wires[target] = target_wire  # what self._wire(target) would encode
                     hosts.setdefault(target, []).extend(ips)
-                    if rank < ranks.get(target, rank + 1):
+                    if tiers is not None and rank < ranks.get(target, rank + 1):
                         ranks[target] = rank
                     srv_records.extend((target, port) for port in piece.ports)
         if not every:
             return  # no ready endpoint anywhere: the service name does not exist
         self._exists(out, svc)
-        self._addresses(out, svc, _sorted_packed(_best_per_family(every)
-                                                 if tiers is not None else
-                                                 (one for _, one in every)))
+        self._addresses(out, svc, _sorted_packed(
+            every if tiers is None else _best_per_family(every, every_rank)))
         # Most endpoint names have one address: already sorted.
         glue = {host: ips if len(ips) == 1 else _sorted_packed(ips)
                 for host, ips in hosts.items()}
