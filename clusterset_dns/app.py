@@ -161,7 +161,7 @@ class Sink:
             if self.cache.zone.serial != serial:
                 self.on_serial()
         for rejected in applied.rejected:
-            metrics.invalid_objects.labels(rejected.kind).inc()
+            count_invalid(rejected.kind)
         # A first list comes in page by page (each below BULK): its load ends when the
         # cache is first synced.
         first_sync = self.cache.zone.synced and not self.synced.is_set()
@@ -171,11 +171,19 @@ class Sink:
             self.synced.set()
 
 
+# The kind label of invalid_objects_total is the Kubernetes kind, whoever counts: the
+# cache (IMPORT, SLICE), a manifest or a watch event (the object's kind), a list item
+# (it carries no kind: the watch names its resource, "import", "slice" or "property").
+INVALID_KINDS = {"import": "ServiceImport", "slice": "EndpointSlice",
+                 "property": "ClusterProperty"}
+
+
+def count_invalid(kind: str) -> None:
+    metrics.invalid_objects.labels(INVALID_KINDS.get(kind, kind) or "unknown").inc()
+
+
 def make_source(config: Config,
                 apply: Callable[[list[Op]], None]) -> Callable[[], Coroutine[Any, Any, None]]:
-    def invalid(kind: str) -> None:
-        metrics.invalid_objects.labels(kind or "unknown").inc()
-
     def file_error(reason: str) -> None:
         metrics.manifest_errors.labels(reason).inc()
 
@@ -183,13 +191,13 @@ def make_source(config: Config,
         extra = (api.split("/")[0] for api in config.serviceimport_apis)
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
-                              frozenset(config.namespaces), invalid, file_error,
+                              frozenset(config.namespaces), count_invalid, file_error,
                               cluster_property=config.cluster_id is None).run
     from clusterset_dns.locality import Locality
     from clusterset_dns.watch import KubeSource
 
-    locality = Locality(config, apply, invalid)
-    return KubeSource(config, apply, invalid, extra=[locality.run]).run
+    locality = Locality(config, apply, count_invalid)
+    return KubeSource(config, apply, count_invalid, extra=[locality.run]).run
 
 
 WORKER_ENTRY = "clusterset_dns.app:worker_process"

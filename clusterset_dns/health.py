@@ -1,4 +1,4 @@
-"""/health, /ready and /metrics over a minimal HTTP/1.1 server (GET only).
+"""/health, /ready and /metrics over a minimal HTTP/1.1 server (GET and HEAD).
 
 Small on purpose: these endpoints are probed by the kubelet and scraped by
 Prometheus, and must keep answering whatever the API server does, and whatever

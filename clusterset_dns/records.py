@@ -2,8 +2,9 @@
 
 Everything a query can be answered with is built here, ahead of time, as an
 :class:`~clusterset_dns.wire.Answer` under its question key. Negative answers
-are not stored per name: a name either exists (then a missing type is NODATA)
-or it does not (NXDOMAIN); see :mod:`clusterset_dns.cache`.
+are not built here per name: a name either exists (then a missing type is NODATA)
+or it does not (NXDOMAIN); the handler works them out and the zone keeps the ones
+asked for until the next change (``Zone.negatives``); see :mod:`clusterset_dns.cache`.
 """
 
 from __future__ import annotations

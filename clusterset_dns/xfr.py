@@ -1,13 +1,15 @@
-"""AXFR (RFC 5936) and IXFR (RFC 1995) over TCP, with optional TSIG (RFC 8945).
+"""AXFR (RFC 5936) and IXFR (RFC 1995), with optional TSIG (RFC 8945): over TCP,
+and an IXFR over UDP when its whole answer fits one message.
 
-The TCP transport hands each complete message to :meth:`Transfers.start`,
-which returns None at once for anything but a transfer (the handler answers
-that) or a coroutine that sends the transfer's messages through the
-connection. The snapshot of the zone is taken in the coroutine's first step,
-synchronously, so no update mixes into it; between messages the coroutine
-waits for the client to read (flow control) and yields to the loop, so a
-transfer never holds up answers to others. TSIG and message rendering (name
-compression, the 64 KiB limit) are dnspython's.
+The TCP transport hands each complete message to :meth:`Transfers.start`, which
+returns None at once for anything but a transfer (the handler answers that) or a
+coroutine that sends the transfer's messages through the connection; an IXFR over
+UDP runs the same coroutine through :meth:`Transfers.udp` into one message (or TC).
+The snapshot of the zone is taken in the coroutine's first step, synchronously, so
+no update mixes into it; between messages the coroutine waits for the client to
+read (flow control) and yields to the loop, so a transfer never holds up answers to
+others. Messages are packed here (:class:`MessageWriter`: names compressed, 64 KiB
+at most); dnspython reads the query and computes the TSIG MACs.
 """
 
 from __future__ import annotations

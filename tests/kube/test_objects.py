@@ -109,6 +109,21 @@ def test_invalid_slice_is_skipped_and_counted(api: KubeAPI, namespace: str,
     assert "skipped" in server.log_text()
 
 
+def test_invalid_objects_of_the_first_list_are_counted_by_their_kind(
+        api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
+    """List items carry no kind, watch events do: the kind label says EndpointSlice
+    either way (one vocabulary for the metric)."""
+    api.apply(service_import("early", namespace, type_="Headless"))
+    bad = endpoint_slice("early-bad", namespace, "early", "east", ["10.41.0.66"])
+    bad["metadata"]["labels"]["multicluster.kubernetes.io/service-name"] = ""
+    api.apply(bad)
+    server = server_for().start()
+    server.wait_ready()
+    wait_for(lambda: server.metric("clusterset_dns_invalid_objects_total",
+                                   kind="EndpointSlice") >= 1, 10, "the invalid-object count")
+    assert server.metric("clusterset_dns_invalid_objects_total", kind="slice") == 0
+
+
 def test_status_layout_fork_group(api: KubeAPI, namespace: str,
                                   server_for: type[ServerProcess]) -> None:
     server = server_for("--serviceimport-api", V1BETA1,

@@ -1,8 +1,12 @@
-"""Stats.add: the parent folds a gone worker's counters in with it, so every counter
-must be in it (a field it forgets drops from /metrics when a worker restarts)."""
+"""The counters behind /metrics. Stats.add: the parent folds a gone worker's counters in
+with it, so every counter must be in it (a field it forgets drops from /metrics when a
+worker restarts). The kind label of invalid_objects_total: one vocabulary."""
 
 from __future__ import annotations
 
+import pytest
+
+from clusterset_dns import app, metrics
 from clusterset_dns.stats import Stats
 
 
@@ -39,3 +43,22 @@ def test_add_sums_every_counter_and_no_gauge() -> None:
 
 def test_gauges_are_fields() -> None:
     assert set(Stats.__slots__) >= Stats.GAUGES
+
+
+@pytest.mark.parametrize(("reported", "label"), [
+    ("import", "ServiceImport"),  # a list item, named by the watch's resource
+    ("slice", "EndpointSlice"),
+    ("property", "ClusterProperty"),
+    ("ServiceImport", "ServiceImport"),  # the cache, a watch event, a manifest
+    ("EndpointSlice", "EndpointSlice"),
+    ("", "unknown"),  # a manifest document without a kind
+])
+def test_invalid_objects_have_one_kind_vocabulary(reported: str, label: str) -> None:
+    def count() -> float:
+        value = metrics.registry.get_sample_value("clusterset_dns_invalid_objects_total",
+                                                  {"kind": label})
+        return value or 0.0
+
+    before = count()
+    app.count_invalid(reported)
+    assert count() == before + 1
