@@ -15,11 +15,12 @@ import asyncio
 import contextlib
 import ctypes
 import gc
+import json
 import logging
 import signal
 import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -221,12 +222,12 @@ async def serve(config: Config) -> int:
     sink = Sink(cache, pool, notifier.changed if notifier else lambda: None)
     dns = state.server(config, reuse_port=config.workers > 1)
 
-    def health() -> tuple[int, str, bytes]:
+    def health(_: Mapping[str, str]) -> tuple[int, str, bytes]:
         return 200, "text/plain", b"OK\n"
 
     stopping = False
 
-    def ready() -> tuple[int, str, bytes]:
+    def ready(_: Mapping[str, str]) -> tuple[int, str, bytes]:
         if stopping:
             return 503, "text/plain", b"shutting down\n"
         if not (cache.zone.synced and dns.bound):
@@ -236,11 +237,21 @@ async def serve(config: Config) -> int:
             return 503, "text/plain", f"workers not serving: {missing}\n".encode()
         return 200, "text/plain", b"OK\n"
 
-    def scrape() -> tuple[int, str, bytes]:
+    def scrape(_: Mapping[str, str]) -> tuple[int, str, bytes]:
         return 200, *metrics.exposition()
+
+    def why(params: Mapping[str, str]) -> tuple[int, str, bytes]:
+        from clusterset_dns import explain  # only when asked
+
+        try:
+            result = explain.explain(cache, params.get("name", ""), params.get("type", "A"))
+        except explain.ExplainError as exc:
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode() + b"\n"
+        return 200, "application/json", json.dumps(result, indent=1).encode() + b"\n"
 
     routes: dict[HostPort, dict[str, Route]] = {}
     for where, path, route in ((config.health_listen, "/health", health),
+                               (config.health_listen, "/explain", why),
                                (config.ready_listen, "/ready", ready),
                                (config.metrics_listen, "/metrics", scrape)):
         if where is not None:

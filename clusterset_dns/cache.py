@@ -84,6 +84,25 @@ class SetTopologyZone:
 
 
 @dataclass(frozen=True, slots=True)
+class PutRejected:
+    """A source could not convert the object ``kind`` ``key`` (of the service
+    ``service``, when it could be read): ``reason`` says why; None: that object is
+    gone or valid again. Its service's empty answers say so."""
+
+    kind: str
+    key: ObjectKey
+    service: ObjectKey | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceRejected:
+    """Every object a source could not convert: (kind, key) -> (service, reason)."""
+
+    objects: Mapping[tuple[str, ObjectKey], tuple[ObjectKey | None, str]]
+
+
+@dataclass(frozen=True, slots=True)
 class SetSerial:
     """The serial the zone has after this update: the parent picks it and its workers
     follow, so that every process of one server answers (and transfers) the same one."""
@@ -92,10 +111,11 @@ class SetSerial:
 
 
 Op = (PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced | SetClusterId
-      | SetTopologyZone | SetSerial)
+      | SetTopologyZone | SetSerial | PutRejected | ReplaceRejected)
 # One answer key's change: (key, old answer, new answer); None = absent.
 Change = tuple[bytes, "wire.Answer | None", "wire.Answer | None"]
-Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...]]  # a service's answer keys and names
+# A service's answer keys, names without records, and names with a reason (EDE).
+Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]
 
 IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
 
@@ -108,6 +128,16 @@ class Rejected:
     key: ObjectKey
     reason: str
     served: bool  # True: the rest of the object is served (only a port name was dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """What the cache remembers of a refused object, for explain and EDE texts."""
+
+    service: ObjectKey | None  # the import it would feed, when known
+    reason: str
+    served: bool  # the rest of the object is served (a source's rejection: never)
+    source: bool  # reported by the source (conversion) rather than by admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +206,9 @@ class Zone:
     # ``responses_bytes``. Same lifetime rule.
     responses: dict[bytes, tuple[bytes, int]] = field(default_factory=dict)
     responses_bytes: int = 0
+    # Names whose negative answers carry an EDE (RFC 8914): name -> wire.ede(...).
+    # Changed only with answers (a new serial), so the memories above stay right.
+    explained: dict[bytes, bytes] = field(default_factory=dict)
 
     def changed(self) -> None:
         """Called after every change to what the zone answers (the serial moves with
@@ -229,6 +262,11 @@ class Cache:
         # list applied page by page), whose half-loaded serials keep no history.
         self.on_change: Callable[[int, int, list[Change] | None], None] | None = None
         self._changes: list[Change] = []
+        # Refused objects: (kind, key) -> why; and by the service they would feed.
+        self.rejections: dict[tuple[str, ObjectKey], Rejection] = {}
+        self._rejections_of: dict[ObjectKey, dict[tuple[str, ObjectKey], Rejection]] = {}
+        # When each service's answers were last rebuilt: (serial after it, Unix time).
+        self.changed_at: dict[ObjectKey, tuple[int, float]] = {}
         self._set_serial(int(time.time()))
 
     # -- applying changes ----------------------------------------------------------------
@@ -276,6 +314,15 @@ class Cache:
             self._set_locality(op, dirty)
         elif isinstance(op, SetSerial):
             self._forced_serial = op.serial & 0xFFFFFFFF
+        elif isinstance(op, PutRejected):
+            self._note(op.kind, op.key, None if op.reason is None
+                       else Rejection(op.service, op.reason, False, True), dirty)
+        elif isinstance(op, ReplaceRejected):
+            for old in [k for k, r in self.rejections.items()
+                        if r.source and k not in op.objects]:
+                self._note(*old, None, dirty)
+            for (kind, key), (service, reason) in op.objects.items():
+                self._note(kind, key, Rejection(service, reason, False, True), dirty)
         else:
             self.zone.synced = op.synced
             self.zone.changed()
@@ -295,13 +342,38 @@ class Cache:
         dirty.update(key for key, imp in self.imports.items()
                      if imp.prefer is not Prefer.NOTHING)
 
+    def _note(self, kind: str, key: ObjectKey, rejection: Rejection | None,
+              dirty: set[ObjectKey]) -> None:
+        """Records (or, None, forgets) why an object is refused; its service is rebuilt
+        when that changes what its empty answers say."""
+        old = self.rejections.get((kind, key))
+        if old == rejection:
+            return
+        if old is not None:
+            del self.rejections[(kind, key)]
+            if old.service is not None:
+                of = self._rejections_of[old.service]
+                del of[(kind, key)]
+                if not of:
+                    del self._rejections_of[old.service]
+                dirty.add(old.service)
+        if rejection is not None:
+            self.rejections[(kind, key)] = rejection
+            if rejection.service is not None:
+                self._rejections_of.setdefault(rejection.service, {})[(kind, key)] = rejection
+                dirty.add(rejection.service)
+
     def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
                     rejected: list[Rejected]) -> None:
+        self._note(IMPORT, key, None, dirty)  # valid now, or deleted
         if obj is not None:
-            obj = self._admit_import(key, obj, rejected)
+            obj = self._admit_import(key, obj, rejected, dirty)
             if obj is None:
                 return  # keeps serving the last version that fitted, if any
-        if self.imports.get(key) == obj:
+        old = self.imports.get(key)
+        if old == obj:
+            if old is not None and obj is not None and old is not obj:
+                self.imports[key] = obj  # what only explain shows: conditions, version
             return  # no DNS-visible change (status conditions, annotations, ...)
         if obj is None:
             del self.imports[key]
@@ -326,12 +398,17 @@ class Cache:
 
     def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey],
                    rejected: list[Rejected]) -> None:
+        self._note(SLICE, key, None, dirty)
         if obj is not None:
-            obj = self._admit_slice(key, obj, rejected)
+            obj = self._admit_slice(key, obj, rejected, dirty)
             if obj is None:
                 return
         old = self.slices.get(key)
         if old == obj:
+            if old is not None and obj is not None and old is not obj:
+                # Only explain's fields changed (resourceVersion): keep the newer one.
+                self.slices[key] = obj
+                self._slices_of[(obj.namespace, obj.service)][key] = obj
             return
         if old is not None:
             service = (old.namespace, old.service)
@@ -349,8 +426,12 @@ class Cache:
     # -- admission: does every name of the object fit? -----------------------------------
 
     def _reject(self, rejected: list[Rejected], kind: str, key: ObjectKey, reason: str,
-                served: bool) -> None:
+                served: bool, service: ObjectKey, dirty: set[ObjectKey]) -> None:
         rejected.append(Rejected(kind, key, reason, served))
+        old = self.rejections.get((kind, key))
+        if old is not None and not old.source and old.served and served:
+            reason = f"{old.reason}; {reason}"  # several ports of one object
+        self._note(kind, key, Rejection(service, reason, served, False), dirty)
         if not self._log_rejected:
             return
         if served:
@@ -359,15 +440,17 @@ class Cache:
             log.warning("%s %s/%s skipped: %s", kind, *key, reason)
 
     def _service_name(self, kind: str, key: ObjectKey, namespace: str, name: str,
-                      rejected: list[Rejected]) -> Labels | None:
+                      rejected: list[Rejected], dirty: set[ObjectKey]) -> Labels | None:
         try:
             return self.names.service(namespace, name)
         except names.NameError_ as exc:
-            self._reject(rejected, kind, key, f"service name does not fit DNS: {exc}", False)
+            self._reject(rejected, kind, key, f"service name does not fit DNS: {exc}", False,
+                         (namespace, name), dirty)
             return None
 
     def _fit_ports(self, kind: str, key: ObjectKey, service: Labels, ports: tuple[Port, ...],
-                   rejected: list[Rejected]) -> tuple[Port, ...]:
+                   rejected: list[Rejected], owner: ObjectKey,
+                   dirty: set[ObjectKey]) -> tuple[Port, ...]:
         """The ports, less the names whose ``_<port>._<proto>`` name cannot exist: such a
         port still counts for the bare-name SRV (as an unnamed port would)."""
         fitted: list[Port] | None = None
@@ -381,20 +464,24 @@ class Cache:
                     fitted = list(ports)
                 fitted[i] = Port("", port.protocol, port.port)
                 self._reject(rejected, kind, key,
-                             f"port {port.name!r}: no _<port>._<proto> SRV name: {exc}", True)
+                             f"port {port.name!r}: no _<port>._<proto> SRV name: {exc}", True,
+                             owner, dirty)
         return ports if fitted is None else tuple(fitted)
 
-    def _admit_import(self, key: ObjectKey, imp: ServiceImport,
-                      rejected: list[Rejected]) -> ServiceImport | None:
-        service = self._service_name(IMPORT, key, imp.namespace, imp.name, rejected)
+    def _admit_import(self, key: ObjectKey, imp: ServiceImport, rejected: list[Rejected],
+                      dirty: set[ObjectKey]) -> ServiceImport | None:
+        owner = (imp.namespace, imp.name)
+        service = self._service_name(IMPORT, key, imp.namespace, imp.name, rejected, dirty)
         if service is None:
             return None
-        ports = self._fit_ports(IMPORT, key, service, imp.ports, rejected)
+        ports = self._fit_ports(IMPORT, key, service, imp.ports, rejected, owner, dirty)
         return imp if ports is imp.ports else replace(imp, ports=ports)
 
-    def _admit_slice(self, key: ObjectKey, piece: EndpointSlice,
-                     rejected: list[Rejected]) -> EndpointSlice | None:
-        service = self._service_name(SLICE, key, piece.namespace, piece.service, rejected)
+    def _admit_slice(self, key: ObjectKey, piece: EndpointSlice, rejected: list[Rejected],
+                     dirty: set[ObjectKey]) -> EndpointSlice | None:
+        owner = (piece.namespace, piece.service)
+        service = self._service_name(SLICE, key, piece.namespace, piece.service, rejected,
+                                     dirty)
         if service is None:
             return None
         if piece.cluster is not None:
@@ -417,9 +504,9 @@ class Cache:
                         self.names.endpoint(service, "x" * longest, cluster)  # raises
             except names.NameError_ as exc:
                 self._reject(rejected, SLICE, key, f"endpoint names do not fit DNS: {exc}",
-                             False)
+                             False, owner, dirty)
                 return None
-        ports = self._fit_ports(SLICE, key, service, piece.ports, rejected)
+        ports = self._fit_ports(SLICE, key, service, piece.ports, rejected, owner, dirty)
         return piece if ports is piece.ports else replace(piece, ports=ports)
 
     # -- rebuilding -----------------------------------------------------------------------
@@ -446,15 +533,38 @@ class Cache:
         # zone changed more than once a second on average.
         self._set_serial(forced if forced is not None
                          else max(self.zone.serial + 1, int(time.time())))
+        now = time.time()
+        for service in dirty:
+            if service in self._built:
+                self.changed_at[service] = (self.zone.serial, now)
+            else:
+                self.changed_at.pop(service, None)
         return failures
+
+    def slices_of(self, service: ObjectKey) -> list[EndpointSlice]:
+        return list(self._slices_of.get(service, {}).values())
+
+    def rejections_of(self, service: ObjectKey) -> dict[tuple[str, ObjectKey], Rejection]:
+        return dict(self._rejections_of.get(service, {}))
+
+    def rejected_texts(self, service: ObjectKey) -> list[str]:
+        """Why objects of ``service`` are not served, as its empty answers say it."""
+        return [f"{kind} {key[0]}/{key[1]} rejected: {rejection.reason}"
+                for (kind, key), rejection in sorted(self._rejections_of.get(service, {}).items())
+                if not rejection.served]
 
     def _rebuild(self, service: ObjectKey) -> None:
         imp = self.imports.get(service)
         built = Built()
         if imp is not None:
-            built = self.builder.service(imp, self._slices_of.get(service, {}).values())
+            built = self.builder.service(imp, self._slices_of.get(service, {}).values(),
+                                         self.rejected_texts(service))
+        else:
+            rejection = self.rejections.get((IMPORT, service))
+            if rejection is not None and not rejection.served:
+                built = self.builder.rejected_import(*service, rejection.reason)
         self._built[service] = self._swap(self._built.pop(service, None), built)
-        if imp is None:
+        if imp is None and not built.explained:
             del self._built[service]
 
     def _swap(self, old: Footprint | None, new: Built) -> Footprint:
@@ -477,8 +587,13 @@ class Cache:
         answers.update(new.answers)
         for name in empty:
             zone_names[name] = zone_names.get(name, 0) + 1
+        explained = self.zone.explained
+        if old is not None:
+            for name in old[2]:
+                explained.pop(name, None)
+        explained.update(new.explained)
         # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
-        return tuple(new.answers), empty
+        return tuple(new.answers), empty, tuple(new.explained)
 
     def _note_changes(self, old: Footprint | None, new: Built) -> None:
         answers, changes = self.zone.answers, self._changes

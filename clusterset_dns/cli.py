@@ -58,7 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     subs = {"serve": commands.add_parser("serve", help="run the DNS server"),
             "dump": commands.add_parser("dump", help="print the records the manifests give, "
-                                                     "as zone text")}
+                                                     "as zone text"),
+            "explain": commands.add_parser(
+                "explain", help="the answer a name gets and why: offline on --manifests, "
+                                "or from a running server (--server)")}
+    explain = subs["explain"]
+    explain.add_argument("name", help="the name asked, e.g. web.prod.svc.clusterset.local")
+    explain.add_argument("type", nargs="?", default="A",
+                         help="the type asked: A, AAAA, SRV, TXT, SOA, NS or ANY (default A)")
+    explain.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    explain.add_argument("--server", metavar="HOST:PORT",
+                         help="ask the /explain endpoint of a running server (its health "
+                              "port, --health-listen) instead of reading --manifests")
     for f in _FIELDS:
         meta = f.metadata
         for command in meta["commands"]:
@@ -103,6 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = to_config(args)
     except ConfigError as exc:
         parser.exit(2, f"clusterset-dns {args.command}: error: {exc}\n")
+    if args.command == "explain":
+        from clusterset_dns.offline import explain_command
+
+        return explain_command(config, args.name, args.type, args.server, args.json,
+                               sys.stdout, sys.stderr)
     if args.command == "dump":
         from clusterset_dns.dump import dump
 

@@ -20,7 +20,7 @@ HostPort = tuple[str, int]
 Network = IPv4Network | IPv6Network
 
 SERVE = ("serve",)
-SERVE_AND_DUMP = ("serve", "dump")
+SERVE_AND_DUMP = ("serve", "dump", "explain")  # explain: offline, on --manifests
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from ipaddress import IPv4Address, ip_address
 from socket import AF_INET, inet_pton
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from clusterset_dns import names
 from clusterset_dns.model import (
     IP,
+    Condition,
     Endpoint,
     EndpointSlice,
     ObjectKey,
@@ -43,8 +45,14 @@ ABOUT_GROUP = "about.k8s.io"
 CLUSTER_ID_PROPERTIES = ("cluster.clusterset.k8s.io", "id.k8s.io")
 CLUSTER_ID_PROPERTY = CLUSTER_ID_PROPERTIES[0]
 ZONE_LABEL = "topology.kubernetes.io/zone"  # a Node's zone
+SLICE_OBJECTS = "endpointSliceObjects"  # ServiceImport status (mcs-api v0.5.1): Present, Absent
+SLICES_ABSENT = "Absent"
+TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"  # EndpointSlice annotation
+MAX_CONDITIONS = 16  # conditions kept per import (explain shows them; bounded)
+MAX_CONDITION_TEXT = 256  # characters kept of a condition's reason and message
 
 Warn = Callable[[str], None]
+READY, SERVING, DOWN = 0, 1, 2  # an endpoint's state (_endpoint)
 
 
 class InvalidObject(ValueError):
@@ -174,6 +182,8 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     if traffic is not None and (not isinstance(traffic, str) or traffic not in
                                 TRAFFIC_DISTRIBUTION):
         unknown = traffic[:100] if isinstance(traffic, str) else repr(traffic)[:100]
+    slice_objects = _field(obj, SLICE_OBJECTS)
+    slice_objects = slice_objects if isinstance(slice_objects, str) else ""
     return ServiceImport(
         namespace=namespace.lower(),
         name=name.lower(),
@@ -182,7 +192,59 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
         ports=_ports(_field(obj, "ports"), "ports", warn),
         prefer=prefer,
         unknown_traffic=unknown,
+        slices_absent=slice_objects == SLICES_ABSENT,
+        conditions=_conditions(_field(obj, "conditions")),
+        slice_objects=slice_objects[:MAX_CONDITION_TEXT],
+        resource_version=resource_version(obj),
     )
+
+
+def resource_version(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else ""
+
+
+def _text(value: Any) -> str:
+    return value[:MAX_CONDITION_TEXT] if isinstance(value, str) else ""
+
+
+def _conditions(raw: Any) -> tuple[Condition, ...]:
+    """The import's conditions (metav1.Condition); entries without a type are skipped.
+    Only explain reads them, so a malformed list costs nothing but its own display."""
+    if not isinstance(raw, list):
+        return ()
+    found = [Condition(_text(item.get("type")), _text(item.get("status")),
+                       _text(item.get("reason")), _text(item.get("message")))
+             for item in raw if _is_mapping(item) and _text(item.get("type"))]
+    return tuple(found[:MAX_CONDITIONS])
+
+
+def service_key(obj: Mapping[str, Any]) -> ObjectKey | None:
+    """The (namespace, service) an object that failed to convert belongs to, when it
+    can be read: a rejected object explains the empty answers of that name."""
+    try:
+        namespace, name = key_of(obj)
+    except InvalidObject:
+        return None
+    if kind_of(obj) == "EndpointSlice":
+        labels = obj["metadata"].get("labels")
+        service = labels.get(SERVICE_NAME_LABEL) if isinstance(labels, Mapping) else None
+        if not isinstance(service, str) or not service:
+            return None
+        name = service
+    return namespace.lower(), name.lower()
+
+
+def _trigger_time(meta: Mapping[str, Any]) -> float | None:
+    annotations = meta.get("annotations")
+    raw = annotations.get(TRIGGER_TIME) if isinstance(annotations, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:  # RFC 3339, as the EndpointSlice controller writes it (2024-01-02T03:04:05Z)
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _is_mapping(value: Any) -> bool:
@@ -190,17 +252,16 @@ def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, bool] | None:
-    """One endpoint and whether it is ready (absent ``ready`` = ready); None when it is
-    neither ready nor serving (``serving`` absent: as ``ready``)."""
+def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, int] | None:
+    """One endpoint and its state (READY, SERVING: not ready but serving, DOWN:
+    neither; absent ``ready`` = ready, absent ``serving`` = as ``ready``); None when it
+    has no usable address."""
     if not _is_mapping(raw):
         raise InvalidObject("not an object")
     conditions = raw.get("conditions")
-    ready = True
+    ready = READY
     if _is_mapping(conditions) and conditions.get("ready") is False:
-        if conditions.get("serving") is not True:
-            return None
-        ready = False
+        ready = SERVING if conditions.get("serving") is True else DOWN
     raw_addresses = raw.get("addresses") or []
     if not isinstance(raw_addresses, list):
         raise InvalidObject("addresses is not a list")
@@ -260,6 +321,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
         raise InvalidObject("endpoints is not a list")
     endpoints: list[Endpoint] = []
     serving: list[Endpoint] = []
+    not_ready: list[Endpoint] = []
     for i, raw in enumerate(raw_endpoints):
         try:
             found = _endpoint(raw, family, i, warn)
@@ -267,7 +329,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
             warn(f"endpoints[{i}] skipped: {exc}")
             continue
         if found is not None:
-            (endpoints if found[1] else serving).append(found[0])
+            (endpoints, serving, not_ready)[found[1]].append(found[0])
     return EndpointSlice(
         namespace=namespace.lower(),
         name=name,
@@ -276,6 +338,9 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
         endpoints=tuple(endpoints),
         ports=_ports(obj.get("ports"), "ports", warn),
         serving=tuple(serving),
+        not_ready=tuple(not_ready) if not_ready else (),
+        resource_version=resource_version(obj),
+        trigger_time=_trigger_time(meta),
     )
 
 

@@ -23,7 +23,7 @@ from clusterset_dns.cache import (
     Zone,
 )
 from clusterset_dns.stats import Stats
-from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer
+from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer, Explained
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
 _ONE_QUESTION_OPT = b"\x00\x01\x00\x00\x00\x00\x00\x01"  # ... and one additional record
@@ -53,6 +53,18 @@ PEER_NEEDED = b""
 UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
 
 Edns = tuple[int, int, int]  # (UDP payload size, version, DO bit) of a query's OPT
+
+# RFC 8914 texts that do not depend on the data (the rest come with the answers).
+NOT_SYNCED = wire.ede(wire.EDE_NOT_READY, "not synced: the first full list of "
+                      "ServiceImports and EndpointSlices has not completed yet")
+# A name with addresses of one family asked for the other (keyed by the asked type).
+OTHER_FAMILY = {
+    wire.AAAA: (wire.A, wire.ede(wire.EDE_OTHER, "no IPv6 address: this name has IPv4 "
+                                 "addresses only")),
+    wire.A: (wire.AAAA, wire.ede(wire.EDE_OTHER, "no IPv4 address: this name has IPv6 "
+                                 "addresses only")),
+}
+_MAX_EXPLAINED_OPTS = 4096  # distinct EDE texts whose OPT records are kept (one per text)
 
 
 def _variant(data: bytes) -> int:
@@ -105,15 +117,44 @@ class Handler:
         # The last 11 bytes of a query whose only extra record is an option-less OPT
         # -> (UDP size limit, our OPT). Clients send a handful of distinct ones, so
         # this replaces parsing the OPT with one look-up.
-        self._tails: dict[bytes, tuple[int, bytes]] = {}
+        self._tails: dict[bytes, tuple[int, bytes, int]] = {}
+        # EDE option -> our two OPT records carrying it (DO clear, DO set).
+        self._explained_opts: dict[bytes, tuple[bytes, bytes]] = {}
 
-    def _learn(self, tail: bytes) -> tuple[int, bytes] | None:
+    def _learn(self, tail: bytes) -> tuple[int, bytes, int] | None:
         if (tail[:3] != _OPT_HEAD or tail[6] != 0 or tail[9:] != _NO_RDATA
                 or len(self._tails) >= _MAX_TAILS):  # version 0, no options
             return None
         limit = max(_UDP_PLAIN, min((tail[3] << 8) | tail[4], self.cap))
-        self._tails[tail] = found = (limit, self._opt[tail[7] >> 7])
+        do = tail[7] >> 7
+        self._tails[tail] = found = (limit, self._opt[do], do)
         return found
+
+    def _opts(self, ede: bytes) -> tuple[bytes, bytes]:
+        """Our OPT records (DO clear, set) carrying the EDE option ``ede``."""
+        found = self._explained_opts.get(ede)
+        if found is None:
+            if len(self._explained_opts) >= _MAX_EXPLAINED_OPTS:
+                self._explained_opts.clear()
+            found = self._explained_opts[ede] = (self._opt[0][:-2] + ede,
+                                                 self._opt[1][:-2] + ede)
+        return found
+
+    def _why(self, ans: Answer, key: bytes, name: bytes, exists: bool) -> Answer:
+        """``ans`` (NXDOMAIN or NODATA for the lower-case question ``key`` at ``name``)
+        with the reason the zone has for it, if any (RFC 8914; §3.8)."""
+        zone = self.zone
+        ede = zone.explained.get(name)
+        if ede is None:
+            if exists and key[-4] == 0 and key[-3] in (wire.A, wire.AAAA):
+                other, text = OTHER_FAMILY[key[-3]]
+                if name + struct.pack("!HH", other, wire.CLASS_IN) in zone.answers:
+                    ede = text
+            if ede is None:
+                if zone.synced:
+                    return ans
+                ede = NOT_SYNCED  # NODATA of a name that exists before the first sync
+        return Explained(ans, self._opts(ede))
 
     def _opt_rr(self, do: bool, high_rcode: int = 0) -> bytes:
         return _OPT_HEAD + struct.pack("!HBBH", self.cap, high_rcode, 0, 0x8000 if do else 0) \
@@ -161,8 +202,9 @@ class Handler:
                            or self._negative(key))
                     if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
                         self._rcodes[ans.rcode] += 1
+                        opts = ans.opts  # None but for an explained negative (RFC 8914)
                         tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
-                                         ans.body, edns[1]))
+                                         ans.body, edns[1] if opts is None else opts[edns[2]]))
                         if not tcp:
                             self._remember(after_id, tail, ans.rcode)
                         return data[:2] + tail
@@ -200,7 +242,8 @@ class Handler:
             return None
         name = key[: size - 4]
         zone = self.zone
-        if zone.exists(name):
+        exists = zone.exists(name)
+        if exists:
             ans = zone.nodata
         elif zone.synced and self._in_zone(name, walked[0], 0):
             ans = zone.nxdomain
@@ -208,6 +251,7 @@ class Handler:
             return None
         if ans is None:
             return None  # not before the first serial (never, once Cache is built)
+        ans = self._why(ans, key, name, exists)
         negatives = self.negatives
         if len(negatives) >= NEGATIVES_CAP:
             # Full (a flood of random names): start over, so that what is asked now
@@ -277,15 +321,24 @@ class Handler:
         if ans is None:
             name = question[:-4].lower()
             state = zone.lookup(name)
+            key = question.lower()
             if state == HAS_RECORDS:
                 # RFC 8482: ANY gets one synthesized record, never the whole node.
-                ans = zone.any_answer if qtype == wire.ANY else zone.nodata
+                if qtype == wire.ANY:
+                    ans = zone.any_answer
+                else:
+                    assert zone.nodata is not None
+                    ans = self._why(zone.nodata, key, name, True)
             elif state == EMPTY:
-                ans = zone.nodata  # an empty non-terminal: no records, not even for ANY
+                # An empty non-terminal: no records, not even for ANY.
+                assert zone.nodata is not None
+                ans = self._why(zone.nodata, key, name, True)
             elif self._in_zone(name, labels_at, 12):
                 if not zone.synced:
-                    return self._error(qid, request_bits, wire.SERVFAIL, question, edns)
-                ans = zone.nxdomain
+                    return self._error(qid, request_bits, wire.SERVFAIL, question, edns,
+                                       ede=NOT_SYNCED)
+                assert zone.nxdomain is not None
+                ans = self._why(zone.nxdomain, key, name, False)
             else:
                 return self._error(qid, request_bits, wire.REFUSED, question, edns)
             assert ans is not None
@@ -352,6 +405,13 @@ class Handler:
         if edns is not None:
             variant |= _EDNS_VARIANT
             opt = self._opt[edns[2]]
+            # The EDE goes along when it fits; a response too large with it loses the
+            # option, never records (§3.8).
+            if (ans.opts is not None
+                    and 12 + len(question) + len(ans.body) + len(ans.opts[0]) <= limit):
+                opt = ans.opts[edns[2]]
+        if isinstance(ans, Explained):
+            ans = ans.plain
         room = limit - 12 - len(question) - len(opt)
         # RFC 2181 9: the additional section goes first; TC only when the answer
         # records themselves do not fit. (Over TCP every stored answer fits: one that
@@ -370,11 +430,14 @@ class Handler:
         return qid + fitting.heads[variant] + question + fitting.body + opt
 
     def _error(self, qid: bytes, bits: int, rcode: int, question: bytes,
-               edns: Edns | None = None, badvers: bool = False) -> bytes:
-        """A response with no records (rcode other than NOERROR/NXDOMAIN, or BADVERS)."""
+               edns: Edns | None = None, badvers: bool = False, ede: bytes = b"") -> bytes:
+        """A response with no records (rcode other than NOERROR/NXDOMAIN, or BADVERS);
+        ``ede``: an EDE option for an EDNS query (wire.ede)."""
         self.stats.rcodes[16 if badvers else rcode] += 1
         opt = b""
         if edns is not None:
             opt = self._opt_rr(bool(edns[2]), _BADVERS_HIGH if badvers else 0)
+            if ede:
+                opt = opt[:-2] + ede
         head = _HEADER.pack(QR | bits | rcode, 1 if question else 0, 0, 0, 1 if opt else 0)
         return qid + head + question + opt

@@ -1,4 +1,4 @@
-"""/health, /ready and /metrics over a minimal HTTP/1.1 server (GET and HEAD).
+"""/health, /ready, /metrics and /explain over a minimal HTTP/1.1 server (GET and HEAD).
 
 Small on purpose: these endpoints are probed by the kubelet and scraped by
 Prometheus, and must keep answering whatever the API server does, and whatever
@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Mapping
 
 from clusterset_dns.config import HostPort
 
 log = logging.getLogger(__name__)
 
-Route = Callable[[], tuple[int, str, bytes]]  # -> status, content type, body
-REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+# (the query string's parameters, the last of each name) -> status, content type, body
+Route = Callable[[Mapping[str, str]], tuple[int, str, bytes]]
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+           503: "Service Unavailable"}
 # Probes and scrapes need a handful; the rest of the descriptors stay for DNS.
 MAX_CONNECTIONS = 64
 REQUEST_TIMEOUT = 5.0  # a probe's default timeout is 1 s, a scrape's 10 s
@@ -59,11 +62,16 @@ class HTTPEndpoints:
         if writer in self.connections:
             self.connections[writer] = True
         method, _, rest = request.decode("latin-1").partition(" ")
-        path = rest.split(" ", 1)[0].split("?", 1)[0]
+        path, _, query = rest.split(" ", 1)[0].partition("?")
         if method not in ("GET", "HEAD"):
             status, ctype, body = 405, "text/plain", b"GET only\n"
         elif path in routes:
-            status, ctype, body = routes[path]()
+            try:
+                params = dict(urllib.parse.parse_qsl(query, max_num_fields=16))
+            except ValueError:
+                status, ctype, body = 400, "text/plain", b"too many parameters\n"
+            else:
+                status, ctype, body = routes[path](params)
         else:
             status, ctype, body = 404, "text/plain", b"not found\n"
         head = (f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\n"

@@ -30,7 +30,14 @@ from typing import Any
 import yaml
 
 from clusterset_dns import convert
-from clusterset_dns.cache import Op, ReplaceImports, ReplaceSlices, SetClusterId, SetSynced
+from clusterset_dns.cache import (
+    Op,
+    ReplaceImports,
+    ReplaceRejected,
+    ReplaceSlices,
+    SetClusterId,
+    SetSynced,
+)
 from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
 
 log = logging.getLogger(__name__)
@@ -253,6 +260,9 @@ class FileObjects:
     slices: dict[ObjectKey, EndpointSlice] = field(default_factory=dict)
     # From the ClusterProperties naming the cluster (convert.CLUSTER_ID_PROPERTIES), by name.
     cluster_ids: dict[str, str] = field(default_factory=dict)
+    # Objects that failed to convert: (kind, key) -> (their service, when known, why).
+    rejected: dict[tuple[str, ObjectKey], tuple[ObjectKey | None, str]] = field(
+        default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +352,13 @@ def read_file(path: Path, signature: Signature, groups: frozenset[str],
             except convert.InvalidObject as exc:
                 log.warning("%s: %s skipped: %s", path, what, exc)
                 invalid(convert.kind_of(obj))
+                kind = convert.kind_of(obj)
+                try:
+                    key = convert.key_of(obj)
+                except convert.InvalidObject:
+                    continue
+                if kind in ("ServiceImport", "EndpointSlice"):
+                    result.rejected[(kind, key)] = (convert.service_key(obj), str(exc))
     except FileError:
         raise
     except RecursionError as exc:
@@ -527,8 +544,10 @@ class ManifestSource:
             del self.files[gone]
             changed = True
         if changed or not self.synced:
+            # Rejections after the objects: a valid object put clears its key's.
             ops: list[Op] = [ReplaceImports(self._merge("imports")),
-                             ReplaceSlices(self._merge("slices"))]
+                             ReplaceSlices(self._merge("slices")),
+                             ReplaceRejected(self._merge("rejected"))]
             cluster_id = self._cluster_id()
             if self.cluster_property and cluster_id != self.cluster_id:
                 log.info("cluster id %s (ClusterProperty %s in the manifests)",
@@ -549,7 +568,7 @@ class ManifestSource:
             values.update(self.files[path].cluster_ids)
         return convert.pick_cluster_id(values)
 
-    def _merge(self, what: str) -> dict[ObjectKey, Any]:
+    def _merge(self, what: str) -> dict[Any, Any]:
         """Every file's objects; on a duplicate key the file that sorts last wins,
         so the result never depends on the order files were read in."""
         merged: dict[ObjectKey, Any] = {}

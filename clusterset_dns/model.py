@@ -7,7 +7,7 @@ Everything here is immutable so that a snapshot handed to the record builder
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
 
 IP = IPv4Address | IPv6Address
@@ -36,6 +36,16 @@ class Port:
 
 
 @dataclass(frozen=True, slots=True)
+class Condition:
+    """One of a ServiceImport's status conditions, as explain shows it."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceImport:
     namespace: str
     name: str
@@ -47,6 +57,13 @@ class ServiceImport:
     prefer: Prefer = Prefer.NOTHING
     # A trafficDistribution value not understood (answered as NOTHING; logged once).
     unknown_traffic: str | None = None
+    # status.endpointSliceObjects is Absent: the controller says no slice will come
+    # (an empty answer then says so, RFC 8914).
+    slices_absent: bool = False
+    # Shown by explain, never in DNS: a change of these alone rebuilds nothing.
+    conditions: tuple[Condition, ...] = field(default=(), compare=False)
+    slice_objects: str = field(default="", compare=False)  # endpointSliceObjects as given
+    resource_version: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +85,12 @@ class EndpointSlice:
     # Not ready but serving (terminating): answered only with --serve-terminating, when
     # the import has no ready endpoint at all.
     serving: tuple[Endpoint, ...] = ()
+    # Neither ready nor serving: never answered, but an empty answer says how many
+    # endpoints are not ready (RFC 8914 EXTRA-TEXT) and explain lists them.
+    not_ready: tuple[Endpoint, ...] = ()
+    resource_version: str = field(default="", compare=False)
+    # endpoints.kubernetes.io/last-change-trigger-time, in Unix seconds (None: absent).
+    trigger_time: float | None = field(default=None, compare=False)
 
 
 # Keys of the two object stores: (namespace, object name).

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from clusterset_dns import names, wire
+from clusterset_dns import names, reasons, wire
 from clusterset_dns.model import (
     IP,
     Endpoint,
@@ -43,6 +43,8 @@ class Built:
     # Every name that exists, with records or without (empty non-terminals, an import
     # with no address); the zone decides which it needs to keep.
     names: set[bytes] = field(default_factory=set)
+    # Names whose negative answers say why (RFC 8914): name -> EDE (wire.ede).
+    explained: dict[bytes, bytes] = field(default_factory=dict)
 
 
 # Inside the builder an address is its packed form (4 or 16 bytes): computed once per
@@ -238,20 +240,39 @@ class RecordBuilder:
             self._wires[labels] = found = names.to_wire(labels)
         return found
 
-    def service(self, imp: ServiceImport, slices: Iterable[EndpointSlice]) -> Built:
+    def service(self, imp: ServiceImport, slices: Iterable[EndpointSlice],
+                rejected: Sequence[str] = ()) -> Built:
+        """``rejected``: why objects feeding this import were refused ("EndpointSlice
+        ns/name: reason"), for the text of its empty answers."""
         try:
-            return self._service(imp, slices)
+            return self._service(imp, slices, rejected)
         finally:
             self._wires.clear()
 
-    def _service(self, imp: ServiceImport, slices: Iterable[EndpointSlice]) -> Built:
+    def _service(self, imp: ServiceImport, slices: Iterable[EndpointSlice],
+                 rejected: Sequence[str]) -> Built:
         out = Built()
         svc = self.zone.service(imp.namespace, imp.name)
         self._exists(out, svc[1:])  # <ns>.svc.<zone> exists while any import does
         if imp.type is ServiceType.CLUSTER_SET_IP:
             self._cluster_set_ip(out, svc, imp)
         else:
-            self._headless(out, svc, self.answering(list(slices)), self.tiers(imp))
+            every = list(slices)
+            self._headless(out, svc, self.answering(every), self.tiers(imp))
+            out.explained.update(reasons.headless(self.zone, svc, out.names, imp, every,
+                                                  rejected))
+        return out
+
+    def rejected_import(self, namespace: str, name: str, reason: str) -> Built:
+        """A ServiceImport that never converted: its name does not exist, and says why."""
+        out = Built()
+        try:
+            svc = self.zone.service(namespace, name)
+        except names.NameError_:
+            return out  # no name to explain
+        out.explained[self._wire(svc)] = wire.ede(
+            wire.EDE_INVALID_DATA, f"ServiceImport {namespace}/{name} rejected: {reason}")
+        self._wires.clear()
         return out
 
     def answering(self, slices: list[EndpointSlice]) -> list[EndpointSlice]:
@@ -279,9 +300,15 @@ class RecordBuilder:
         else:
             # No usable IP: an SRV record would point at a target without addresses.
             # The port names still exist (NODATA), as the import does.
+            why = wire.ede(wire.EDE_OTHER,
+                           f"no address: ServiceImport {imp.namespace}/{imp.name} has no "
+                           "usable IP")
+            out.explained[self._wire(svc)] = why
             for port in imp.ports:
                 if port.name:
-                    self._exists(out, self.zone.port_srv(svc, port.name, port.protocol))
+                    owner = self.zone.port_srv(svc, port.name, port.protocol)
+                    self._exists(out, owner)
+                    out.explained[self._wire(owner)] = why
 
     def _headless(self, out: Built, svc: Labels, slices: list[EndpointSlice],
                   tiers: Tiers | None) -> None:

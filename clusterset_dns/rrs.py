@@ -157,3 +157,32 @@ def data_text(record: Record) -> str:
     _, rtype, ttl, rdata = record
     type_text = _TYPE_TEXT.get(rtype, f"TYPE{rtype}")
     return f"{ttl} IN {type_text} {rdata_text(rtype, rdata)}"
+
+
+def response_sections(message: bytes) -> tuple[int, list[Record], list[Record], list[Record]]:
+    """(rcode, answer, authority, additional records) of a whole response, as this
+    server writes them (explain reads its own answers; OPT is an additional record
+    whose rdata holds the options). The rcode includes BADVERS's upper bits."""
+    if len(message) < 12:
+        raise DecodeError("shorter than a header")
+    flags, qd, an, ns, ar = _COUNTS.unpack_from(message, 2)
+    offset = 12
+    for _ in range(qd):
+        _, offset = _name(message, offset)
+        offset += 4
+    sections: list[list[Record]] = [[], [], []]
+    high = 0
+    for index, count in enumerate((an, ns, ar)):
+        for _ in range(count):
+            owner, offset = _name(message, offset)
+            rtype, _, ttl, length = _RR_FIXED.unpack_from(message, offset)
+            start = offset + 10
+            offset = start + length
+            if offset > len(message):
+                raise DecodeError(f"record of type {rtype} runs past the message")
+            if rtype == wire.OPT:
+                high = ttl >> 24
+            rdata = (_rdata(message, rtype, start, offset) if rtype in _NAMED_RDATA
+                     else message[start:offset])
+            sections[index].append(Record(owner, rtype, ttl, rdata))
+    return (high << 4) | (flags & 0xF), sections[0], sections[1], sections[2]

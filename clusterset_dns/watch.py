@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clusterset_dns import convert, metrics
-from clusterset_dns.cache import Op, PutImport, PutSlice, SetSynced
+from clusterset_dns.cache import IMPORT, SLICE, Op, PutImport, PutRejected, PutSlice, SetSynced
 from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.kube import (
     ApiError,
@@ -140,6 +140,11 @@ class Reflector:
         self.pending: dict[ObjectKey, Event] = {}
         # Keys of updates that raised (may be half applied): the rebuild deletes them too.
         self.suspect: set[ObjectKey] = set()
+        # Objects that failed to convert, reported to the cache (PutRejected): their
+        # names' empty answers say why. Cleared when they are deleted or valid again.
+        self.rejected: set[ObjectKey] = set()
+        self.kind = IMPORT if resource.op_kind == "import" else SLICE
+        self._rejections: list[Op] = []  # PutRejected ops waiting for the next apply
         self.next_relist = self._relist_due()
 
     def _relist_due(self) -> float | None:
@@ -157,11 +162,19 @@ class Reflector:
 
         try:
             key = convert.key_of(obj)
-            return key, self.resource.to_model(obj, warn)
+            converted = key, self.resource.to_model(obj, warn)
         except convert.InvalidObject as exc:
             log.warning("%s skipped: %s", what, exc)
             self.invalid(convert.kind_of(obj) or self.resource.op_kind)
+            key_seen = _safe_key(obj)
+            if key_seen is not None:
+                self.rejected.add(key_seen)
+                self._rejections.append(PutRejected(self.kind, key_seen,
+                                                    convert.service_key(obj), str(exc)))
             return None
+        if key in self.rejected:
+            self.rejected.discard(key)  # the put clears it in the cache
+        return converted
 
     def _convert_page(self, page: Page, found: dict[ObjectKey, object | None]) -> int:
         """Converts one list page into ``found``; returns how many objects it held.
@@ -191,6 +204,7 @@ class Reflector:
         params: dict[str, Any] = {"limit": PAGE_SIZE, **self._params()}
         found: dict[ObjectKey, object | None] = {}
         count = 0
+        rejected_before, self.rejected = self.rejected, set()
         path = self.resource.path
         # Nothing known (the first list, mostly): nothing can have to be deleted, so each
         # page goes into the cache as soon as it is converted, and its answers are built
@@ -230,7 +244,10 @@ class Reflector:
                 fetch.cancel()  # the relist was cancelled (stop) while a page was asked
         if self.listed:
             self._count_drift(found, {} if streaming else self.known, reason)
-        ops: list[Op] = []
+        ops: list[Op] = self._take_rejections()
+        # Rejected before and absent from this list: deleted meanwhile.
+        ops += [PutRejected(self.kind, key, None, None)
+                for key in rejected_before - self.rejected if key not in found]
         if streaming:
             pass  # every page is in already
         elif rebuild:
@@ -363,11 +380,17 @@ class Reflector:
                         ops.append(op)
                     if time.monotonic() - started >= SLICE_SECONDS:
                         break
-                if ops:
+                if ops or self._rejections:
                     self._apply(ops)
                 await asyncio.sleep(0)
 
+    def _take_rejections(self) -> list[Op]:
+        ops, self._rejections = self._rejections, []
+        return ops
+
     def _apply(self, ops: list[Op]) -> None:
+        if self._rejections:
+            ops = [*ops, *self._take_rejections()]
         try:
             self.apply(ops)
         except Exception:
@@ -377,6 +400,10 @@ class Reflector:
 
     def _op_of(self, key: ObjectKey, event: Event) -> Op | None:
         if event.type == "DELETED":
+            if key in self.rejected:
+                self.rejected.discard(key)
+                if key not in self.known:
+                    return PutRejected(self.kind, key, None, None)
             if key not in self.known:
                 return None
             del self.known[key]

@@ -52,6 +52,8 @@ class Answer:
     """
 
     __slots__ = ("body", "heads", "rcode", "size")
+    # Our OPT records with an EDE option (see Explained); None: the plain OPT.
+    opts: tuple[bytes, bytes] | None = None
     # Where the additional section starts in ``body``; -1: there is none. Only
     # WithAdditional answers (SRV, NS) have one, so the millions of address answers
     # do not pay a slot for it.
@@ -73,6 +75,40 @@ class Answer:
         TC); None when it has none. Made when asked, on the slow path only: keeping it
         would double the memory of every SRV answer."""
         return None
+
+
+# Extended DNS Errors (RFC 8914): the EDNS option and the INFO-CODEs this server uses.
+EDE_OPTION = 15
+EDE_OTHER, EDE_NOT_READY, EDE_INVALID_DATA = 0, 14, 24
+EDE_TEXT_MAX = 200  # bytes of EXTRA-TEXT: an explained negative answer stays small
+
+
+def ede(code: int, text: str) -> bytes:
+    """The OPT record's RDATA for one EDE option (RDLENGTH first): what follows the
+    nine bytes of the OPT record that depend on the server and the query. EXTRA-TEXT
+    is UTF-8 without a terminating NUL, cut at EDE_TEXT_MAX bytes on a character
+    boundary (RFC 8914 2)."""
+    raw = text.encode("utf-8")
+    if len(raw) > EDE_TEXT_MAX:
+        raw = raw[: EDE_TEXT_MAX - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+    option = struct.pack("!HHH", EDE_OPTION, 2 + len(raw), code) + raw
+    return _H.pack(len(option)) + option
+
+
+class Explained(Answer):
+    """A negative answer (or SERVFAIL) carrying an EDE to EDNS queries. ``opts`` are
+    our whole OPT record with the option, for the DO bit clear and set; ``size``
+    counts the option too, so that the fast path's one-addition size check stays
+    exact for EDNS queries (and errs small for the others, which get no OPT).
+    Made by the handler on a first miss and remembered like the plain answer."""
+
+    __slots__ = ("opts", "plain")
+
+    def __init__(self, plain: Answer, opts: tuple[bytes, bytes]) -> None:
+        super().__init__(plain.heads, plain.body, plain.rcode)
+        self.size += len(opts[0]) - OPT_LEN
+        self.opts = opts
+        self.plain = plain  # the same answer without the option (when it does not fit)
 
 
 class WithAdditional(Answer):

@@ -107,6 +107,16 @@ class DigResult:
             return None
         return int(self.opt["udp"])
 
+    @property
+    def ede(self) -> tuple[int, str] | None:
+        """(INFO-CODE, EXTRA-TEXT) of the response's Extended DNS Error, as dig prints
+        it (``EDE: 14 (Not Ready): (text)``); None without one."""
+        for line in self.opt_lines:
+            m = re.match(r"EDE: (\d+)(?: \([^)]*\))?(?:: \((.*)\))?$", line)
+            if m:
+                return int(m.group(1)), m.group(2) or ""
+        return None
+
     def describe(self) -> str:
         return "$ " + shlex.join(self.cmd) + "\n" + self.raw
 

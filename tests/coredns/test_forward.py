@@ -496,3 +496,41 @@ def test_nxdomain_cached_for_the_soa_minimum_only(servers: list[Any], tmp_path: 
              "CoreDNS within the SOA minimum (5 s) + 3 s")
     elapsed = time.monotonic() - t0
     assert elapsed <= 8.0, f"positive answer after {elapsed:.1f}s"
+
+
+# --------------------------------------------------------------------------------------
+# 5. Extended DNS Errors (RFC 8914) reach the client through `forward`
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["forward", "forward+cache"])
+def test_extended_dns_errors_pass_through_forward(servers: list[Any], cache: bool) -> None:
+    """CoreDNS's forward relays our OPT record, the EDE option in it included: dig
+    through CoreDNS reads the same INFO-CODE and EXTRA-TEXT as from our server. Its
+    ``cache`` plugin (v1.14.7) writes an OPT of its own, without the option, on a
+    miss as on a hit: there the rcode and records come through and the EDE does not
+    (what docs/dns-behaviour.md §3.8 tells users)."""
+    ours = start_ours(servers)
+    core = start_coredns(servers, forward_corefile(ours.port, cache=cache))
+    cases = [(f"notready.conf.svc.{ZONE}.", "A", "NXDOMAIN",
+              (0, "no ready endpoint: 2 not ready (east 2)")),
+             (f"v4only.conf.svc.{ZONE}.", "AAAA", "NOERROR",
+              (0, "no IPv6 address: this name has IPv4 addresses only")),
+             (f"noslices.conf.svc.{ZONE}.", "A", "NXDOMAIN",
+              (0, "no EndpointSlice for ServiceImport conf/noslices has arrived"))]
+    for name, rdtype, rcode, want in cases:
+        for port in (ours.port, core.port):
+            for transport in ("+notcp", "+tcp"):
+                res = dig(port, name, rdtype, transport)
+                expected = None if cache and port == core.port else want
+                assert res.rcode == rcode and res.ede == expected, res.describe()
+    # A name that never existed: no EDE from either.
+    for port in (ours.port, core.port):
+        res = dig(port, f"nothere.conf.svc.{ZONE}.", "A")
+        assert res.rcode == "NXDOMAIN" and res.ede is None, res.describe()
+
+
+def dig(port: int, name: str, rdtype: str, *opts: str) -> DigResult:
+    cmd = ["dig", f"@{HOST}", "-p", str(port), "+norecurse", "+time=3", "+tries=1", *opts,
+           "-t", rdtype, "-q", name]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
+    return parse_dig(cmd, proc.stdout, proc.returncode)

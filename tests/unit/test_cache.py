@@ -404,10 +404,10 @@ def test_bug_in_one_rebuild_raises_after_the_others_are_built(
     handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     real = cache.builder.service
 
-    def broken(imp: Any, slices: Any) -> Any:
+    def broken(imp: Any, slices: Any, *rest: Any) -> Any:
         if imp.name == "db":
             raise RuntimeError("a bug")
-        return real(imp, slices)
+        return real(imp, slices, *rest)
 
     monkeypatch.setattr(cache.builder, "service", broken)
     ops = [imp_op(service_import(f"s{i}", ips=[f"10.9.1.{i}"])) for i in range(1, 20)]

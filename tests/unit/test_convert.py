@@ -302,3 +302,68 @@ def test_address_parsing_matches_ipaddress(text: str) -> None:
     found = convert._ip(text)
     assert found == expected
     assert type(found) is type(expected)
+
+
+# -- status fields explain reads: endpointSliceObjects and conditions (every layout) ----------
+
+_CONDITIONS = [{"type": "Ready", "status": "False", "reason": "NoEndpoints",
+                "message": "no slice yet", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+               {"status": "True"},  # no type: skipped
+               "junk"]
+
+
+@pytest.mark.parametrize("layout", ["spec", "status", "root"])
+@pytest.mark.parametrize(("given", "absent"), [("Absent", True), ("Present", False),
+                                               (None, False), (7, False)])
+def test_status_fields_are_read_in_every_layout(layout: str, given: Any, absent: bool) -> None:
+    fields: dict[str, Any] = {"type": "Headless", "ports": [{"port": 80}]}
+    status: dict[str, Any] = {"conditions": _CONDITIONS}
+    if given is not None:
+        status["endpointSliceObjects"] = given
+    obj: dict[str, Any] = {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+                           "metadata": {"name": "web", "namespace": "prod",
+                                        "resourceVersion": "42"}}
+    if layout == "spec":  # v1alpha1/v1beta1: fields in spec, the rest in status
+        obj["spec"], obj["status"] = fields, status
+    elif layout == "status":  # the forks: everything in status
+        obj["status"] = {**fields, **status}
+    else:  # the v1alpha2 proposal: fields at the root, status beside them
+        obj.update(fields)
+        obj["status"] = status
+    imp = convert.service_import(obj)
+    assert imp.slices_absent is absent
+    assert imp.slice_objects == (given if isinstance(given, str) else "")
+    assert imp.resource_version == "42"
+    assert [(c.type, c.status, c.reason, c.message) for c in imp.conditions] == [
+        ("Ready", "False", "NoEndpoints", "no slice yet")]
+
+
+def test_conditions_are_bounded_and_never_fail_an_import() -> None:
+    many = [{"type": f"T{i}", "status": "True", "message": "m" * 10_000} for i in range(100)]
+    obj = {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+           "metadata": {"name": "web", "namespace": "prod"},
+           "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"]},
+           "status": {"conditions": many}}
+    imp = convert.service_import(obj)
+    assert len(imp.conditions) == convert.MAX_CONDITIONS
+    assert all(len(c.message) == convert.MAX_CONDITION_TEXT for c in imp.conditions)
+    for junk in ("text", 5, {"a": 1}, [None, 3]):
+        assert convert.service_import({**obj, "status": {"conditions": junk}}).conditions == ()
+
+
+def test_not_ready_endpoints_are_kept_apart_with_the_trigger_time() -> None:
+    obj = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+           "metadata": {"name": "web-a", "namespace": "prod", "resourceVersion": "9",
+                        "labels": {convert.SERVICE_NAME_LABEL: "web"},
+                        "annotations": {convert.TRIGGER_TIME: "2026-01-02T03:04:05Z"}},
+           "addressType": "IPv4",
+           "endpoints": [{"addresses": ["10.0.0.1"]},
+                         {"addresses": ["10.0.0.2"], "conditions": {"ready": False}}]}
+    piece = convert.endpoint_slice(obj)
+    assert piece is not None
+    assert [str(e.addresses[0]) for e in piece.endpoints] == ["10.0.0.1"]
+    assert [str(e.addresses[0]) for e in piece.not_ready] == ["10.0.0.2"]
+    assert piece.resource_version == "9"
+    assert piece.trigger_time == 1767323045.0
+    obj["metadata"]["annotations"] = {convert.TRIGGER_TIME: "yesterday"}
+    assert convert.endpoint_slice(obj).trigger_time is None  # type: ignore[union-attr]

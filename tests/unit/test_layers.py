@@ -22,7 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"model", "names"},
     "wire": {"names"},
     "convert": {"model", "names"},
-    "records": {"model", "names", "wire"},
+    "reasons": {"model", "names", "wire"},
+    "records": {"model", "names", "reasons", "wire"},
     "cache": {"model", "names", "records", "wire"},
     "stats": set(),
     "handler": {"cache", "records", "stats", "wire"},
@@ -33,6 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": {"cache", "stats"},
     "manifests": {"cache", "convert", "model"},
     "rrs": {"wire"},
+    "explain": {"cache", "handler", "model", "names", "rrs", "wire"},
+    "offline": {"cache", "config", "explain", "manifests", "names"},
     "dump": {"cache", "config", "manifests", "names", "rrs"},
     "kube": set(),
     "watch": {"cache", "config", "convert", "kube", "metrics", "model"},
@@ -42,9 +45,10 @@ ALLOWED: dict[str, set[str]] = {
     "journal": {"cache", "rrs", "wire"},
     "xfr": {"cache", "config", "handler", "journal", "rrs", "wire", "zonedata"},
     "notify": {"config"},
-    "app": {"cache", "config", "convert", "handler", "health", "journal", "locality", "logs",
-            "manifests", "metrics", "names", "notify", "server", "watch", "workers", "xfr"},
-    "cli": {"__version__", "app", "config", "dump"},
+    "app": {"cache", "config", "convert", "explain", "handler", "health", "journal", "locality",
+            "logs", "manifests", "metrics", "names", "notify", "server", "watch", "workers",
+            "xfr"},
+    "cli": {"__version__", "app", "config", "dump", "offline"},
 }
 
 # third-party package -> the only modules that may import it

@@ -839,3 +839,35 @@ def test_a_discovered_version_that_stops_being_served_is_discovered_again(
     assert sorted(cache.imports) == [("prod", "web")]  # other/api went with v1beta1
     assert str(cache.imports[("prod", "web")].ips[0]) == "10.1.0.2"
     assert cache.zone.synced
+
+
+# -- rejected objects explain their names (RFC 8914 texts) -------------------------------------
+
+@pytest.mark.timeout(10)
+def test_rejections_reach_the_cache_and_leave_with_their_object(sleeps: list[float]) -> None:
+    """An object that fails to convert is reported with its reason (its name's empty
+    answers say it); deleted, or gone from a relist, it is forgotten; valid again, its
+    put clears it."""
+    run = imports_run()
+    other_bad = service_import("otherbad", type_="Bogus")
+    run.client.lists[run.path] = [page(WEB, BAD_NEW, rv="10"), page(WEB, rv="30")]
+    run.client.streams[run.path] = [
+        [event("ADDED", other_bad, "11"), event("DELETED", BAD_NEW, "12"), error_event(410)]]
+    rejected: list[set[tuple[str, str]]] = []
+    real = run.cache.apply
+
+    def spy(ops: Any) -> Any:
+        result = real(ops)
+        rejected.append({key for _, key in run.cache.rejections})
+        return result
+
+    run.cache.apply = spy  # type: ignore[method-assign]
+    run.run()
+    assert {("prod", "newbad")} in rejected  # after the first list
+    assert {("prod", "otherbad")} in rejected  # after the events: newbad deleted
+    assert run.cache.rejections == {}  # the relist lacks otherbad: gone meanwhile
+    reason = "type 'Bogus' is neither ClusterSetIP nor Headless"
+    puts = [op for ops in run.ops for op in ops if type(op).__name__ == "PutRejected"]
+    assert sorted((op.key, op.reason or "") for op in puts) == [
+        (("prod", "newbad"), ""), (("prod", "newbad"), reason),
+        (("prod", "otherbad"), ""), (("prod", "otherbad"), reason)]

@@ -1,0 +1,204 @@
+"""``clusterset-dns explain NAME [TYPE]``: offline on --manifests and from a running
+server's ``/explain`` (JSON on the health port), over the objects of test_ede.
+Both give the same account of the same cases; the text form says the same."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusterset_dns_testkit.peers import free_port
+
+from .csdns_testlib import REPO_ROOT, ServerProcess
+from .test_ede import NS, OBJECTS, name, write_objects
+
+pytestmark = [pytest.mark.own_server, pytest.mark.deviation]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clusterset_dns", "explain", *args],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, check=False)
+
+
+def offline(objects: Path, qname: str, qtype: str, *flags: str) -> dict[str, Any]:
+    done = cli("--manifests", str(objects), *flags, "--json", qname, qtype)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def over_http(health: int, qname: str, qtype: str) -> tuple[int, dict[str, Any]]:
+    url = f"http://127.0.0.1:{health}/explain?" + urllib.parse.urlencode(
+        {"name": qname, "type": qtype})
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def timeless(result: dict[str, Any]) -> dict[str, Any]:
+    """Without what differs between two loads of the same files: the serial (time
+    based) and when the service changed."""
+    out = json.loads(json.dumps(result))
+    out["zone"].pop("serial")
+    out["answer"]["authority"] = [" ".join(line.split()[:6]) for line in
+                                  out["answer"]["authority"]]
+    if out["service"] is not None:
+        assert out["service"].pop("lastChange") is not None
+    return out
+
+
+def endpoints(result: dict[str, Any]) -> dict[str, tuple[bool, str]]:
+    return {" ".join(e["addresses"]): (e["served"], e["reason"])
+            for piece in result["service"]["slices"] for e in piece["endpoints"]}
+
+
+# (name, type, what the account must hold)
+CASES: list[tuple[str, str, Callable[[dict[str, Any]], None]]] = []
+
+
+def case(qname: str, qtype: str) -> Callable[[Callable[[dict[str, Any]], None]], None]:
+    def register(check: Callable[[dict[str, Any]], None]) -> None:
+        CASES.append((qname, qtype, check))
+    return register
+
+
+@case(name("down"), "A")
+def _down(r: dict[str, Any]) -> None:
+    assert r["answer"]["rcode"] == "NXDOMAIN"
+    assert r["answer"]["ede"] == {"code": 0, "name": "Other Error",
+                                  "text": "no ready endpoint: 3 not ready (east 2, west 1)"}
+    assert endpoints(r) == {"10.60.0.1": (False, "not ready"), "10.60.0.2": (False, "not ready"),
+                            "10.60.1.1": (False, "not ready")}
+    assert [s["name"] for s in r["service"]["slices"]] == ["down-east", "down-west"]
+    assert r["service"]["import"]["type"] == "Headless"
+
+
+@case(name("hl"), "AAAA")
+def _family(r: dict[str, Any]) -> None:
+    assert r["answer"]["rcode"] == "NOERROR" and r["answer"]["answer"] == []
+    assert endpoints(r) == {"10.60.3.1": (False, "other family (IPv4; asked AAAA)"),
+                            "10.60.3.2": (False, "not ready")}
+
+
+@case(name("hl"), "A")
+def _served(r: dict[str, Any]) -> None:
+    assert [line.split()[-1] for line in r["answer"]["answer"]] == ["10.60.3.1"]
+    assert r["answer"]["ede"] is None
+    assert endpoints(r)["10.60.3.1"] == (True, "")
+
+
+@case(name("near"), "A")
+def _local_first(r: dict[str, Any]) -> None:
+    assert endpoints(r) == {
+        "10.60.5.1": (True, ""),
+        "10.60.6.1": (False, "local-first tier 1: the service's addresses are tier 0's")}
+    assert [e["tier"] for s in r["service"]["slices"] for e in s["endpoints"]] == [0, 1]
+    assert r["service"]["import"]["trafficDistribution"] == "zone first"
+
+
+@case(name("w-0", "west", "near"), "A")
+def _local_first_names(r: dict[str, Any]) -> None:
+    # Every endpoint name resolves whatever the tiers (dns-behaviour §6).
+    assert [line.split()[-1] for line in r["answer"]["answer"]] == ["10.60.6.1"]
+    assert endpoints(r)["10.60.6.1"] == (True, "")
+
+
+@case(name("absent"), "A")
+def _absent(r: dict[str, Any]) -> None:
+    assert r["service"]["import"]["endpointSliceObjects"] == "Absent"
+    assert r["service"]["slices"] == []
+
+
+@case(name("bogus"), "A")
+def _rejected(r: dict[str, Any]) -> None:
+    assert r["answer"]["ede"]["code"] == 24
+    assert r["service"]["import"] is None
+    assert r["service"]["rejected"] == [{
+        "kind": "ServiceImport", "namespace": NS, "name": "bogus", "served": False,
+        "reason": "type 'Bogus' is neither ClusterSetIP nor Headless"}]
+
+
+@case(name("badslice"), "A")
+def _rejected_slice(r: dict[str, Any]) -> None:
+    assert [x["name"] for x in r["service"]["rejected"]] == ["badslice-east"]
+
+
+@case(name("v4"), "AAAA")
+def _cluster_set_ip(r: dict[str, Any]) -> None:
+    assert r["service"]["import"]["ips"] == ["10.60.2.1"]
+    assert r["answer"]["ede"]["text"] == "no IPv6 address: this name has IPv4 addresses only"
+
+
+@case("dns-version.clusterset.local", "TXT")
+def _no_service(r: dict[str, Any]) -> None:
+    assert r["answer"]["answer"] == ['dns-version.clusterset.local. 28800 IN TXT "1.0.0"']
+    assert r["service"] is None
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> Path:
+    return write_objects(tmp_path / "objects", OBJECTS)
+
+
+def test_offline_and_http_give_the_same_account(
+        start_server: Callable[..., ServerProcess], objects: Path) -> None:
+    health = free_port()
+    srv = start_server(objects, "--cluster-id", "east", "--health-listen", f"127.0.0.1:{health}")
+    for qname, qtype, check in CASES:
+        local = offline(objects, qname, qtype, "--cluster-id", "east")
+        status, remote = over_http(health, qname, qtype)
+        assert status == 200
+        check(local)
+        check(remote)
+        assert timeless(local) == timeless(remote), qname
+        assert remote["zone"]["synced"] is True
+    # The client of the running server prints the same text as the offline run.
+    for qname, qtype, _ in CASES:
+        there = cli("--server", f"127.0.0.1:{health}", qname, qtype)
+        here = cli("--manifests", str(objects), "--cluster-id", "east", qname, qtype)
+        assert there.returncode == here.returncode == 0, there.stderr + here.stderr
+        assert strip_times(there.stdout) == strip_times(here.stdout)
+    assert srv.alive()
+
+
+def strip_times(text: str) -> list[str]:
+    return [line for line in text.splitlines()
+            if not line.startswith(("zone:", "  last changed:"))]
+
+
+def test_text_names_the_reasons(objects: Path) -> None:
+    done = cli("--manifests", str(objects), name("down"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{name('down')} A: NXDOMAIN, no records"
+    assert lines[1] == "  EDE 0 (Other Error): no ready endpoint: 3 not ready (east 2, west 1)"
+    assert "  10.60.0.1 d-0: left out: not ready" in lines
+    assert f"EndpointSlice {NS}/down-west (resourceVersion ?, cluster west, IPv4): 1 endpoints" \
+        in lines
+
+
+def test_bad_questions_are_clear_errors(start_server: Callable[..., ServerProcess],
+                                        objects: Path) -> None:
+    health = free_port()
+    start_server(objects, "--health-listen", f"127.0.0.1:{health}")
+    status, body = over_http(health, name("down"), "MX")
+    assert status == 400 and "type 'MX'" in body["error"]
+    status, body = over_http(health, "a..b", "A")
+    assert status == 400 and "not a DNS name" in body["error"]
+    done = cli("--manifests", str(objects), name("down"), "MX")
+    assert done.returncode == 2 and "type 'MX'" in done.stderr
+    done = cli(name("down"))
+    assert done.returncode == 2 and "--manifests or --server" in done.stderr
+    done = cli("--server", f"127.0.0.1:{free_port()}", name("down"))
+    assert done.returncode == 2 and "explain:" in done.stderr

@@ -1,0 +1,215 @@
+"""Extended DNS Errors (RFC 8914) on empty answers: the fast path, the slow path and
+the remembered answers and responses give the same bytes; sizes stay within the
+client's limit; the reasons follow the data (docs/dns-behaviour.md §3.8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dns.edns
+import dns.message
+import dns.rcode
+import pytest
+
+from clusterset_dns import convert, wire
+from clusterset_dns.cache import IMPORT, SLICE, PutImport, PutRejected, PutSlice, SetSynced
+from clusterset_dns.handler import Handler
+
+from .helpers import (
+    DEFAULT_UDP_CAP,
+    build_cache,
+    endpoint,
+    endpoint_slice,
+    port,
+    query,
+    service_import,
+)
+
+Z = "svc.clusterset.local."
+WEB, DB, GONE = f"web.prod.{Z}", f"db.prod.{Z}", f"gone.prod.{Z}"
+
+IMPORTS = [
+    service_import("web", ips=["10.1.0.1"], ports=[port(80, "TCP", "http")]),
+    service_import("db", type_="Headless", ports=[port(5432, "TCP", "pg")]),
+    service_import("gone", type_="Headless"),
+]
+SLICES = [
+    endpoint_slice("db-a", "db", cluster="east", ports=[port(5432, "TCP", "pg")],
+                   endpoints=[endpoint("10.2.0.1", hostname="db-0"),
+                              endpoint("10.2.0.2", hostname="db-1", ready=False)]),
+    endpoint_slice("gone-a", "gone", cluster="west",
+                   endpoints=[endpoint("10.3.0.1", ready=False)]),
+]
+NO_V6 = (0, "no IPv6 address: this name has IPv4 addresses only")
+
+# (name, type, rcode, (code, text) or None)
+CASES: list[tuple[str, str, int, tuple[int, str] | None]] = [
+    (WEB, "AAAA", dns.rcode.NOERROR, NO_V6),
+    (f"db-0.east.{DB}", "AAAA", dns.rcode.NOERROR, NO_V6),
+    (f"db-1.east.{DB}", "A", dns.rcode.NXDOMAIN,
+     (0, "endpoint not ready (EndpointSlice prod/db-a)")),
+    (GONE, "A", dns.rcode.NXDOMAIN, (0, "no ready endpoint: 1 not ready (west 1)")),
+    (f"west.{GONE}", "SRV", dns.rcode.NXDOMAIN,
+     (0, "no ready endpoint in cluster west: 1 not ready")),
+    (f"nope.prod.{Z}", "A", dns.rcode.NXDOMAIN, None),
+    (f"x.{GONE}", "A", dns.rcode.NXDOMAIN, None),
+    (WEB, "TXT", dns.rcode.NOERROR, None),
+]
+VARIANTS: list[dict[str, Any]] = [
+    {"qid": 1}, {"qid": 2, "rd": False, "cd": True}, {"qid": 3, "edns": 0},
+    {"qid": 4, "edns": 0, "do": True}, {"qid": 5, "edns": 0, "payload": 512, "cd": True},
+]
+
+
+def fresh(synced: bool = True) -> Handler:
+    return Handler(build_cache(IMPORTS, SLICES, synced=synced).zone, DEFAULT_UDP_CAP)
+
+
+def ede_of(response: bytes) -> tuple[int, str] | None:
+    msg = dns.message.from_wire(response)
+    found = [o for o in msg.options if o.otype == dns.edns.OptionType.EDE]
+    assert len(found) <= 1
+    return (int(found[0].code), found[0].text or "") if found else None
+
+
+@pytest.mark.parametrize(("qname", "qtype", "rcode", "want"), CASES,
+                         ids=[f"{n}-{t}" for n, t, _, _ in CASES])
+def test_every_path_gives_the_same_explained_bytes(qname: str, qtype: str, rcode: int,
+                                                   want: tuple[int, str] | None) -> None:
+    handler = fresh()
+    for kw in VARIANTS:
+        data = query(qname, qtype, **kw)
+        slow = handler._slow(data, False)
+        first = handler.handle(data, False)  # works it out (fast path), remembers it
+        again = handler.handle(data, False)  # the remembered response
+        other_id = handler.handle(b"\x77\x77" + data[2:], False)
+        assert slow == first == again, kw
+        assert other_id == b"\x77\x77" + first[2:]  # type: ignore[index]
+        assert first is not None
+        msg = dns.message.from_wire(first)
+        assert msg.rcode() == rcode
+        assert ede_of(first) == (want if "edns" in kw else None), kw
+        assert (msg.opt is not None) == ("edns" in kw)
+        if "do" in kw:
+            assert msg.ednsflags & dns.flags.DO
+
+
+def test_tcp_answers_carry_it_too() -> None:
+    handler = fresh()
+    data = query(GONE, "A", edns=0)
+    response = handler.handle(data, True)
+    assert response is not None and response == handler._slow(data, True)
+    assert ede_of(response) == (0, "no ready endpoint: 1 not ready (west 1)")
+
+
+def test_not_synced_servfail_and_nodata_are_not_ready() -> None:
+    handler = fresh(synced=False)
+    servfail = handler.handle(query(f"nope.prod.{Z}", "A", edns=0), False)
+    assert servfail is not None and dns.message.from_wire(servfail).rcode() == dns.rcode.SERVFAIL
+    assert ede_of(servfail) == (14, "not synced: the first full list of ServiceImports and "
+                                    "EndpointSlices has not completed yet")
+    plain = handler.handle(query(f"nope.prod.{Z}", "A"), False)
+    assert plain is not None and dns.message.from_wire(plain).opt is None
+    nodata = handler.handle(query(WEB, "TXT", edns=0), False)
+    assert nodata is not None and ede_of(nodata) is not None and ede_of(nodata)[0] == 14  # type: ignore[index]
+    # The first sync empties the memories: the same question is no longer "not ready".
+    handler.zone.synced = True
+    handler.zone.changed()
+    assert ede_of(handler.handle(query(WEB, "TXT", edns=0), False) or b"") is None
+
+
+@pytest.mark.parametrize("payload", [512, 600, 700, 1232])
+@pytest.mark.parametrize("tcp", [False, True])
+def test_sizes_stay_within_the_limit_and_only_the_option_gives_way(payload: int,
+                                                                   tcp: bool) -> None:
+    """A 63-byte hostname under a 63-byte cluster id and service: a question of about
+    220 bytes, whose explained NXDOMAIN needs more than 512 bytes."""
+    svc, cluster, host = "s" * 63, "c" * 63, "h" * 63
+    handler = Handler(build_cache(
+        [service_import(svc, type_="Headless")],
+        [endpoint_slice("p" * 200, svc, cluster=cluster,
+                        endpoints=[endpoint("10.2.0.1", hostname=host, ready=False)])]).zone,
+        DEFAULT_UDP_CAP)
+    data = query(f"{host}.{cluster}.{svc}.prod.{Z}", "A", edns=0, payload=payload)
+    for response in (handler.handle(data, tcp), handler.handle(data, tcp),
+                     handler._slow(data, tcp)):
+        assert response is not None
+        msg = dns.message.from_wire(response)
+        assert msg.rcode() == dns.rcode.NXDOMAIN and not msg.flags & dns.flags.TC
+        assert len(msg.authority) == 1 and msg.opt is not None
+        explained = ede_of(response)
+        if not tcp:
+            assert len(response) <= payload
+        if explained is None:  # left out only when it would not have fitted
+            assert not tcp and len(response) + 6 + wire.EDE_TEXT_MAX > payload
+        else:
+            assert len(explained[1].encode()) == wire.EDE_TEXT_MAX
+        assert (explained is None) == (payload == 512 and not tcp)
+
+
+def test_text_is_cut_on_a_character_boundary() -> None:
+    option = wire.ede(0, "é" * 150)  # 300 bytes of UTF-8
+    text = option[8:]
+    assert len(text) <= wire.EDE_TEXT_MAX and text.endswith(b"...")
+    text.decode("utf-8")  # whole characters only
+    assert int.from_bytes(option[:2]) == len(option) - 2  # RDLENGTH
+    assert int.from_bytes(option[4:6]) == len(option) - 6  # OPTION-LENGTH
+
+
+def test_reasons_follow_rejections_and_deletions() -> None:
+    cache = build_cache(IMPORTS, SLICES)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    bad = f"bad.prod.{Z}"
+    assert ede_of(handler.handle(query(bad, "A", edns=0), False) or b"") is None
+    cache.apply([PutRejected(IMPORT, ("prod", "bad"), ("prod", "bad"), "type 'X' is wrong")])
+    assert ede_of(handler.handle(query(bad, "A", edns=0), False) or b"") == (
+        24, "ServiceImport prod/bad rejected: type 'X' is wrong")
+    # A slice of "gone" refused: its empty answers name it.
+    cache.apply([PutRejected(SLICE, ("prod", "gone-b"), ("prod", "gone"), "no addressType")])
+    assert ede_of(handler.handle(query(GONE, "A", edns=0), False) or b"") == (
+        24, "no ready endpoint; EndpointSlice prod/gone-b rejected: no addressType")
+    # Fixed: a valid import under that key serves, and the text goes.
+    cache.apply([PutImport(("prod", "bad"), convert.service_import(
+        service_import("bad", ips=["10.9.9.9"])))])
+    reply = handler.handle(query(bad, "A", edns=0), False)
+    assert reply is not None and dns.message.from_wire(reply).answer
+    assert ("ServiceImport", ("prod", "bad")) not in cache.rejections
+    # The refused slice deleted (PutRejected None), and the import deleted: no text left.
+    cache.apply([PutRejected(SLICE, ("prod", "gone-b"), None, None),
+                 PutImport(("prod", "gone"), None), PutSlice(("prod", "gone-a"), None)])
+    assert ede_of(handler.handle(query(GONE, "A", edns=0), False) or b"") is None
+    assert not any(name.startswith(b"\x04gone") for name in cache.zone.explained)
+    assert cache.rejections == {}
+
+
+def test_slices_absent_and_not_arrived() -> None:
+    absent = service_import("a", type_="Headless")
+    absent["status"] = {"endpointSliceObjects": "Absent"}
+    cache = build_cache([absent, service_import("b", type_="Headless")])
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    assert ede_of(handler.handle(query(f"a.prod.{Z}", "A", edns=0), False) or b"") == (
+        0, "no EndpointSlices: ServiceImport status.endpointSliceObjects is Absent")
+    assert ede_of(handler.handle(query(f"b.prod.{Z}", "A", edns=0), False) or b"") == (
+        0, "no EndpointSlice for ServiceImport prod/b has arrived")
+
+
+def test_a_change_of_the_text_alone_moves_the_serial() -> None:
+    """Remembered answers and responses are emptied by a new serial (§8.2): a slice
+    whose not-ready endpoints change must bring one, or the old text would stay."""
+    cache = build_cache(IMPORTS, SLICES)
+    serial = cache.zone.serial
+    cache.apply([PutSlice(("prod", "gone-a"), convert.endpoint_slice(endpoint_slice(
+        "gone-a", "gone", cluster="west",
+        endpoints=[endpoint("10.3.0.1", ready=False), endpoint("10.3.0.2", ready=False)])))])
+    assert cache.zone.serial != serial
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    assert ede_of(handler.handle(query(GONE, "A", edns=0), False) or b"") == (
+        0, "no ready endpoint: 2 not ready (west 2)")
+    # Conditions and resourceVersions only: nothing DNS shows, no new serial.
+    serial = cache.zone.serial
+    changed = service_import("web", ips=["10.1.0.1"], ports=[port(80, "TCP", "http")])
+    changed["metadata"]["resourceVersion"] = "77"
+    changed["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    cache.apply([PutImport(("prod", "web"), convert.service_import(changed)), SetSynced(True)])
+    assert cache.zone.serial == serial
+    assert cache.imports[("prod", "web")].resource_version == "77"
