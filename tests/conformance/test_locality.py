@@ -298,3 +298,22 @@ def test_both_cluster_property_names(tmp_path: Path,
     every_process_answers(srv, NEAR, "A", same_records(a_records(NEAR, east)))
     new.unlink()
     every_process_answers(srv, NEAR, "A", same_records(a_records(NEAR, west)))
+
+
+@pytest.mark.own_server
+def test_an_unknown_value_answers_as_without_it_logged_once_and_counted(
+        tmp_path: Path, start_server: Callable[..., ServerProcess]) -> None:
+    objects = objects_dir(tmp_path, db=DB_FILE.replace("PreferSameNode", "PreferSomewhere"))
+    srv = start_server(objects, "--cluster-id", "east", "--node-name", "node-2",
+                       "--poll-interval", "0.1")
+    every = ["10.48.0.1", "10.48.0.2", "10.48.1.1"]
+    check(run_dig(srv.host, srv.port, DB, "A"), answer=a_records(DB, every))
+    check(run_dig(srv.host, srv.port, DB, "SRV"),
+          answer=ranked(DB, [DB0_EAST, DB1_EAST, DB0_WEST]))
+    assert srv.metric("clusterset_dns_unknown_traffic_distribution") == 1
+    # The file changes (another object in it): the import is the same, not said again.
+    (objects / "db.yaml").write_text(objects.joinpath("db.yaml").read_text() + "\n# touched\n")
+    ok, _, _ = poll(lambda: srv.log_text().count("db.yaml: 1 ServiceImports"),
+                    lambda n: n >= 2, timeout=10)
+    assert ok, srv.log_text()
+    assert srv.log_text().count("'PreferSomewhere' is not understood") == 1, srv.log_text()

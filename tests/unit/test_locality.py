@@ -228,6 +228,22 @@ def test_serve_terminating(cluster: str | None, imp: dict[str, Any],
     assert service_lines(cache) == expected
 
 
+@pytest.mark.parametrize("serve_terminating", [False, True])
+def test_a_terminating_endpoints_serving_flip_changes_answers_only_with_the_flag(
+        serve_terminating: bool) -> None:
+    """Nothing else ready: the serving endpoint answers only with --serve-terminating;
+    its flip to not serving then takes it away. Without the flag no record changes."""
+    cache = cache_at("east", None, [near()],
+                     slices(east_ready=(False, False), west_ready=False, serving=True),
+                     serve_terminating=serve_terminating)
+    before = service_lines(cache)
+    assert before == (records_of([E_A, E_B], [E_A, E_B], [W_A]) if serve_terminating else [])
+    flip = convert.endpoint_slice(slices(east_ready=(False, False), serving=False)[0])
+    assert flip is not None
+    cache.apply([PutSlice(("prod", "near-east"), flip)])
+    assert service_lines(cache) == (records_of([W_A], [W_A]) if serve_terminating else [])
+
+
 # -- dual stack: the preference per address family (issue 19) -------------------------------
 
 DUAL = "dual.prod.svc.clusterset.local."
@@ -613,8 +629,11 @@ def test_incremental_locality_equals_a_rebuild_from_scratch(
     expected = Cache(ZoneNames(ZONE), 5, cluster_id=state["cluster"],
                      topology_zone=state["zone"], node_name=node,
                      serve_terminating=serve_terminating)
-    expected.apply(snapshot(build_cache([near(state["field"]), plain],
-                                        list(pieces.values())))[2:])
+    models = [convert.service_import(obj) for obj in (near(state["field"]), plain)]
+    converted = [convert.endpoint_slice(obj) for obj in pieces.values()]
+    expected.apply([ReplaceImports({(m.namespace, m.name): m for m in models}),
+                    ReplaceSlices({(p.namespace, p.name): p for p in converted if p is not None}),
+                    SetSynced(True)])
     assert zone_lines(cache)[2:] == zone_lines(expected)[2:]  # past NS and SOA (serial)
 
 
