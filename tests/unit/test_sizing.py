@@ -313,3 +313,38 @@ def test_every_answer_of_the_largest_objects_is_well_formed() -> None:
                     assert response[-11:-8] == b"\x00\x00\x29"
                 checked += 1
     assert checked == len(cache.zone.answers) * 4
+
+
+# -- local-first tiers at the largest sizes (docs/dns-behaviour.md §6 rule 5) ------------------
+
+@pytest.mark.timeout(120)
+def test_a_tiered_srv_cut_over_tcp_keeps_the_preferred_tier() -> None:
+    """PreferSameNode, 1,000 endpoints in each of two clusters, 66 named ports: the
+    bare-name SRV (132,000 records) is cut over TCP to the records listed first, the
+    server's node and cluster before the other's; UDP gets TC; both paths agree."""
+    from clusterset_dns.cache import SetClusterId
+
+    named_ports = [port(1000 + i, "TCP", f"port-{i}") for i in range(66)]
+    imp = service_import("tiered", type_="Headless", traffic_distribution="PreferSameNode")
+    pieces = [endpoint_slice(f"tiered-{c}", "tiered", cluster=c, ports=named_ports,
+                             endpoints=[endpoint(f"10.{n}.{i // 250}.{i % 250 + 1}",
+                                                 node="node-1" if i < 10 else "node-2")
+                                        for i in range(1000)])
+              for c, n in (("west", 20), ("east", 21))]
+    cache = build_cache([imp], pieces)
+    cache.builder.node_name = "node-1"
+    cache.apply([SetClusterId("east")])
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    qname = f"tiered.prod.{Z}"
+    tcp, udp = check_sized(handler, qname, "SRV", True)
+    assert udp.has(dns.flags.TC) and tcp.has(dns.flags.TC)
+    rdatas = [rdata for rrset in tcp.msg.answer for rdata in rrset]
+    listed = [(rd.priority, str(rd.target)) for rd in rdatas]
+    assert 0 < len(listed) < 132_000
+    assert [p for p, _ in listed] == sorted(p for p, _ in listed)
+    # node-1's ten east endpoints x 66 ports first, then east's others.
+    assert {t.split(".")[1] for p, t in listed if p in (0, 1)} == {"east"}
+    assert sum(1 for p, _ in listed if p == 0) == 660
+    for kw in ({}, {"edns": 0}):
+        data = query(qname, "SRV", qid=0x4243, **kw)
+        assert handler.handle(data, True) == handler._slow(data, True)
