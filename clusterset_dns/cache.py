@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from clusterset_dns import names, wire
+from clusterset_dns import names, truncate, wire
 from clusterset_dns.model import IP, EndpointSlice, ObjectKey, Port, Prefer, ServiceImport
 from clusterset_dns.names import Labels, ZoneNames, to_wire
 from clusterset_dns.records import Built, RecordBuilder
@@ -166,6 +166,9 @@ NEGATIVES_CAP = 16_384
 # (6 MiB counted so) fit.
 RESPONSES_BYTES = 16 << 20
 RESPONSE_OVERHEAD = 200
+# Truncated UDP forms remembered (Zone.cut_forms): a form is at most a UDP answer
+# (1232 bytes by default), so 4,096 cost about 5 MiB at most.
+CUT_FORMS_CAP = 4_096
 
 # How a name stands in the zone (Zone.lookup).
 MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
@@ -209,6 +212,11 @@ class Zone:
     # Names whose negative answers carry an EDE (RFC 8914): name -> wire.ede(...).
     # Changed only with answers (a new serial), so the memories above stay right.
     explained: dict[bytes, bytes] = field(default_factory=dict)
+    # How the answers that can exceed a UDP client's size are cut (truncate.Cuts), by
+    # answer key; changed with the answers. ``cut_forms``: the truncated forms served so
+    # far, by (key, rotation, room), at most CUT_FORMS_CAP; emptied like the others.
+    cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
+    cut_forms: dict[tuple[bytes, int, int], truncate.Form | None] = field(default_factory=dict)
 
     def changed(self) -> None:
         """Called after every change to what the zone answers (the serial moves with
@@ -216,6 +224,7 @@ class Zone:
         self.negatives.clear()
         self.responses.clear()
         self.responses_bytes = 0
+        self.cut_forms.clear()
 
     def lookup(self, name: bytes) -> int:
         """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
@@ -585,6 +594,11 @@ class Cache:
                 else:
                     del zone_names[name]
         answers.update(new.answers)
+        cuts = self.zone.cuts
+        if old is not None and cuts:
+            for key in old[0]:
+                cuts.pop(key, None)
+        cuts.update(new.cuts)
         for name in empty:
             zone_names[name] = zone_names.get(name, 0) + 1
         explained = self.zone.explained

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from clusterset_dns import wire
+from clusterset_dns import cache, wire
 from clusterset_dns.cache import (
     EMPTY,
     HAS_RECORDS,
@@ -23,6 +23,7 @@ from clusterset_dns.cache import (
     Zone,
 )
 from clusterset_dns.stats import Stats
+from clusterset_dns.truncate import Form
 from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer, Explained
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
@@ -423,11 +424,32 @@ class Handler:
                 fitting = None
         self.stats.rcodes[ans.rcode] += 1
         if fitting is None:
-            # Too big for this UDP client: header and question only, TC set.
+            # Too big for this UDP client: TC set, with the whole records that fit.
             self.stats.truncated += 1
+            form = self._cut(question, room)
+            if form is not None:
+                return qid + form[0][variant] + question + form[1] + opt
             head = _HEADER.pack(QR | AA | TC | request_bits | ans.rcode, 1, 0, 0, 1 if opt else 0)
             return qid + head + question + opt
         return qid + fitting.heads[variant] + question + fitting.body + opt
+
+    def _cut(self, question: bytes, room: int) -> Form | None:
+        """The truncated form of the answer to ``question`` for ``room`` bytes, in the
+        name's next rotation (truncate.py); None when it has none (nothing fits). Each
+        form is joined once per zone state and client size, then looked up."""
+        key = question.lower()
+        cuts = self.zone.cuts.get(key)
+        if cuts is None:
+            return None
+        index = cuts.rotation.take(cuts.family)
+        forms = self.zone.cut_forms
+        memo = (key, index, room)
+        if memo in forms:
+            return forms[memo]
+        if len(forms) >= cache.CUT_FORMS_CAP:
+            forms.clear()  # bounded, as the other memories: start over
+        forms[memo] = form = cuts.form(index, room, 12 + len(question))
+        return form
 
     def _error(self, qid: bytes, bits: int, rcode: int, question: bytes,
                edns: Edns | None = None, badvers: bool = False, ede: bytes = b"") -> bytes:

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from clusterset_dns import names, reasons, wire
+from clusterset_dns import names, reasons, truncate, wire
 from clusterset_dns.model import (
     IP,
     Endpoint,
@@ -45,6 +45,8 @@ class Built:
     names: set[bytes] = field(default_factory=set)
     # Names whose negative answers say why (RFC 8914): name -> EDE (wire.ede).
     explained: dict[bytes, bytes] = field(default_factory=dict)
+    # How the answers that can be too large for a UDP client are cut (truncate.py).
+    cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
 
 
 # Inside the builder an address is its packed form (4 or 16 bytes): computed once per
@@ -93,6 +95,22 @@ class Tiers:
         if zone is not None and endpoint.zone == zone:
             return levels - 1
         return levels
+
+
+_FEW_ADDRESSES = 16  # this many A records fit any UDP answer (16 bytes each)
+
+
+def _endpoint_ranks(endpoints: list[list[Packed]]) -> dict[Packed, int]:
+    """Each address's endpoint rank: endpoints ordered by their first address (IPv4
+    first, numeric), an address of several endpoints taking the lowest rank. A truncated
+    A or AAAA answer keeps endpoints in this order, so both families keep the same."""
+    firsts = sorted(range(len(endpoints)), key=lambda i: min(
+        (len(packed), packed) for packed in endpoints[i]))
+    ranks: dict[Packed, int] = {}
+    for rank, i in enumerate(firsts):
+        for packed in endpoints[i]:
+            ranks.setdefault(packed, rank)
+    return ranks
 
 
 def srv_weight(count: int) -> int:
@@ -144,17 +162,21 @@ class RecordBuilder:
             known.add(suffix)
             offset += len(label) + 1
 
-    def _addresses(self, out: Built, owner: Labels, ips: list[Packed]) -> None:
+    def _addresses(self, out: Built, owner: Labels, ips: list[Packed],
+                   ranks: dict[Packed, int] | None = None) -> None:
         """A and AAAA answers for ``owner`` (an absent family is NODATA).
 
         Every record's owner is the question itself (``C0 0C``), so the body is
-        joined directly: this runs once per endpoint name, the bulk of a large zone."""
+        joined directly: this runs once per endpoint name, the bulk of a large zone.
+        ``ranks``: each address's endpoint rank (a service name's), which orders the
+        records a truncated answer keeps, the same endpoints for both families."""
         key = self._wire(owner)
         if len(ips) == 1:  # most endpoint names: one record, never cut
             packed = ips[0]
             out.answers[key + _QTYPE_CLASS[wire.A if len(packed) == 4 else wire.AAAA]] = \
                 wire.Answer(self._one_address, self._address_heads[len(packed)] + packed, 0)
             return
+        rotation: truncate.Rotation | None = None
         for size, rtype in ((4, wire.A), (16, wire.AAAA)):
             family = [packed for packed in ips if len(packed) == size]
             if family:
@@ -166,7 +188,26 @@ class RecordBuilder:
                     step = len(head) + len(family[0])
                     answer = wire.sized(len(key) + 4, 0, body, (len(family), 0, 0), len(body),
                                         range(step, len(body) + 1, step))
-                self._store(out, key + _QTYPE_CLASS[rtype], answer)
+                question = key + _QTYPE_CLASS[rtype]
+                if truncate.needs_cuts(len(question), answer.size, len(family)):
+                    rotation = rotation or truncate.Rotation()
+                    out.cuts[question] = self._address_cuts(
+                        answer, head, family, ranks, rotation,
+                        truncate.A_BIT if size == 4 else truncate.AAAA_BIT)
+                self._store(out, question, answer)
+
+    @staticmethod
+    def _address_cuts(answer: wire.Answer, head: bytes, family: list[Packed],
+                      ranks: dict[Packed, int] | None, rotation: truncate.Rotation,
+                      bit: int) -> truncate.Cuts:
+        kept = family[: int.from_bytes(answer.heads[0][4:6])]  # all, unless cut for TCP
+        if ranks is None:  # the addresses' own order; one endpoint each
+            return truncate.address_cuts(head, kept, answer.body if kept is family else None,
+                                         range(len(kept)), len(kept), rotation, bit)
+        order = sorted(kept, key=lambda packed: ranks[packed])  # stable: numeric within
+        return truncate.address_cuts(head, order, answer.body if order == family else None,
+                                     [ranks[packed] for packed in order], len(set(ranks.values())),
+                                     rotation, bit)
 
     def _store(self, out: Built, key: bytes, answer: wire.Answer) -> None:
         if answer.cut:
@@ -198,7 +239,7 @@ class RecordBuilder:
                                  [(self._wire(target), glue.get(target, ()))
                                   for target in distinct])
         if answer is not None:
-            self._store(out, question_key(owner, SRV), answer)
+            self._store_srv(out, owner, answer)
             return
         # Too large for every glue owner to be a pointer: the general encoder.
         enc = Encoder(owner)
@@ -207,7 +248,15 @@ class RecordBuilder:
         for target in distinct:
             for packed in glue.get(target, ()):
                 enc.address(2, target, self.ttl, packed)
-        self._store(out, question_key(owner, SRV), enc.finish())
+        self._store_srv(out, owner, enc.finish())
+
+    def _store_srv(self, out: Built, owner: Labels, answer: wire.Answer) -> None:
+        key = question_key(owner, SRV)
+        count = int.from_bytes(answer.heads[0][4:6])
+        section = answer.glue_at if answer.glue_at >= 0 else answer.size
+        if truncate.needs_cuts(len(key), section, count):
+            out.cuts[key] = truncate.srv_cuts(key, answer, truncate.Rotation())
+        self._store(out, key, answer)
 
     def _srv_sets(self, out: Built, service: Labels, records: list[tuple[Labels, Port]],
                   glue: dict[Labels, list[Packed]], ranks: dict[Labels, int] | None = None
@@ -322,6 +371,8 @@ class RecordBuilder:
         ranks: dict[Labels, int] = {}
         hosts: dict[Labels, list[Packed]] = {}
         srv_records: list[tuple[Labels, Port]] = []
+        # Each endpoint's addresses, by (cluster, hostname) when it has one.
+        endpoints: dict[tuple[str | None, str] | int, list[Packed]] = {}
         for piece in sorted(slices, key=lambda s: (s.cluster or "", s.name)):
             # Admitted by the cache: every endpoint name of the slice fits DNS.
             endpoint_names = (names.EndpointNames(svc, names.subdomain(piece.cluster))
@@ -335,6 +386,10 @@ class RecordBuilder:
                 if tiers is not None:
                     rank = tiers.rank(local, endpoint)
                     every_rank.extend([rank] * len(packed))
+                if packed:  # a dual-stack endpoint: one per family, sharing its hostname
+                    endpoints.setdefault((piece.cluster, endpoint.hostname)
+                                         if endpoint.hostname is not None else len(endpoints),
+                                         []).extend(packed)
                 if endpoint_names is None:
                     continue  # no cluster id: service-level answers only
                 named: list[tuple[str, list[Packed]]]
@@ -353,8 +408,11 @@ class RecordBuilder:
         if not every:
             return  # no ready endpoint anywhere: the service name does not exist
         self._exists(out, svc)
+        # Endpoint ranks only where a truncated answer may need them (over ~400 bytes).
+        address_ranks = (_endpoint_ranks(list(endpoints.values()))
+                         if len(every) > _FEW_ADDRESSES else None)
         self._addresses(out, svc, _sorted_packed(
-            every if tiers is None else _best_per_family(every, every_rank)))
+            every if tiers is None else _best_per_family(every, every_rank)), address_ranks)
         # Most endpoint names have one address: already sorted.
         glue = {host: ips if len(ips) == 1 else _sorted_packed(ips)
                 for host, ips in hosts.items()}

@@ -19,7 +19,7 @@ class Stats:
 
     def __init__(self) -> None:
         self.rcodes = [0] * 24  # index = rcode (16 = BADVERS)
-        self.truncated = 0  # UDP answers sent as TC with no records
+        self.truncated = 0  # UDP answers sent with TC set
         self.dropped = 0
         # Kept by server.DNSServer; here so that workers report them too.
         self.tcp_open = self.tcp_refused = self.tcp_aborted = 0

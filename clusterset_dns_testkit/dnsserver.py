@@ -76,9 +76,10 @@ def answer_set(response: dns.message.Message) -> set[str]:
 class ServerProcess:
     """``python -m clusterset_dns serve SOURCE_ARGS`` on free 127.0.0.1 ports."""
 
-    def __init__(self, *args: str) -> None:
-        self.host = "127.0.0.1"
-        self.port = free_port()
+    def __init__(self, *args: str, host: str = "127.0.0.1", port: int | None = None) -> None:
+        """``host``/``port``: where DNS is served (default: a free 127.0.0.1 port)."""
+        self.host = host
+        self.port = port or free_port()
         self.ready_port = free_port()
         self.metrics_port = free_port()
         self.log_path = Path(tempfile.mkdtemp(prefix="clusterset-dns-e2e-")) / "server.log"

@@ -1036,8 +1036,10 @@ class CoreDNS:
 
     def __init__(self, corefile: str, *, port: int | None = None,
                  binary: Path | None = None, start: bool = True, timeout: float = 30.0,
-                 keep_tmp: bool | None = None) -> None:
+                 keep_tmp: bool | None = None, host: str = HOST) -> None:
+        """``host``: where the start-up probe asks (the Corefile's own ``bind``)."""
         self.binary = binary or find_binaries().coredns
+        self.host = host
         self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="clusterset-dns-coredns-"))
         self.keep_tmp = _keep_tmp() if keep_tmp is None else keep_tmp
@@ -1050,7 +1052,7 @@ class CoreDNS:
 
     @property
     def address(self) -> tuple[str, int]:
-        return (HOST, self.port)
+        return (self.host, self.port)
 
     def __enter__(self) -> CoreDNS:
         return self
@@ -1061,14 +1063,16 @@ class CoreDNS:
     def start(self, timeout: float = 30.0) -> None:
         self.proc = Proc("coredns", [self.binary, "-conf", self.corefile_path,
                                      "-dns.port", str(self.port)], self.log_path, cwd=self.dir)
-        _wait(self._answers, timeout, f"coredns answering on {HOST}:{self.port}", self.proc, 0.2)
+        _wait(self._answers, timeout, f"coredns answering on {self.host}:{self.port}", self.proc,
+              0.2)
 
     def _answers(self) -> bool:
         import dns.exception
         import dns.message
         import dns.query
         try:
-            dns.query.udp(dns.message.make_query(".", "NS"), HOST, port=self.port, timeout=0.5)
+            dns.query.udp(dns.message.make_query(".", "NS"), self.host, port=self.port,
+                          timeout=0.5)
             return True
         except dns.exception.Timeout:
             return False
@@ -1080,8 +1084,8 @@ class CoreDNS:
         import dns.query
         q = dns.message.make_query(name, rdtype)
         if tcp:
-            return dns.query.tcp(q, HOST, port=self.port, timeout=timeout)
-        return dns.query.udp(q, HOST, port=self.port, timeout=timeout)
+            return dns.query.tcp(q, self.host, port=self.port, timeout=timeout)
+        return dns.query.udp(q, self.host, port=self.port, timeout=timeout)
 
     def stop(self) -> None:
         if self.proc is not None:

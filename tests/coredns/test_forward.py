@@ -347,13 +347,14 @@ def test_truncated_udp_answer_completed_over_tcp(servers: list[Any]) -> None:
     assert truncated() == tc0 and upstream_conns(prom, "tcp") == tcp0 + 1
 
     # A client asking over UDP with a 4096-byte buffer: CoreDNS asks us over UDP with
-    # that buffer, we cap at 1232 and set TC, CoreDNS relays the TC answer (stock
-    # `forward` does not retry by itself); the client retries over TCP, and CoreDNS
-    # then asks us over TCP.
+    # that buffer, we cap at 1232 and set TC with the records that fit, CoreDNS relays
+    # the TC answer (stock `forward` does not retry by itself); the client retries over
+    # TCP, and CoreDNS then asks us over TCP.
     tc0, udp0, tcp0 = truncated(), upstream_conns(prom, "udp"), upstream_conns(prom, "tcp")
     q = dns.message.make_query(BIG, "AAAA", use_edns=0, payload=4096)
     udp = dns.query.udp(q, HOST, port=core.port, timeout=3)
-    assert udp.flags & dns.flags.TC and not udp.answer, f"no TC through CoreDNS:\n{udp}"
+    assert udp.flags & dns.flags.TC, f"no TC through CoreDNS:\n{udp}"
+    assert rdatas(udp, "AAAA") and rdatas(udp, "AAAA") < BIG_AAAA, udp
     assert truncated() == tc0 + 1 and upstream_conns(prom, "udp") == udp0 + 1
     full, used_tcp = dns.query.udp_with_fallback(q, HOST, port=core.port, timeout=3)
     assert used_tcp and rdatas(full, "AAAA") == BIG_AAAA, full

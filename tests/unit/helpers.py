@@ -223,3 +223,57 @@ def ask(handler: Handler, data: bytes, tcp: bool = False) -> Reply:
 
 def rcode_name(rcode: int) -> str:
     return dns.rcode.to_text(dns.rcode.Rcode(rcode))
+
+
+def section_ends(wire: bytes) -> tuple[int, int, int, int]:
+    """Offsets where the question, answer, authority and additional sections end."""
+    counts = struct.unpack_from("!HHHH", wire, 4)
+
+    def skip_name(offset: int) -> int:
+        while True:
+            length = wire[offset]
+            if length >= 0xC0:
+                return offset + 2
+            offset += 1 + length
+            if length == 0:
+                return offset
+
+    offset = 12
+    for _ in range(counts[0]):
+        offset = skip_name(offset) + 4
+    ends = [offset]
+    for section in (1, 2, 3):
+        for _ in range(counts[section]):
+            offset = skip_name(offset)
+            offset += 10 + struct.unpack_from("!H", wire, offset + 8)[0]
+        ends.append(offset)
+    return ends[0], ends[1], ends[2], ends[3]
+
+
+def first_rotation(handler: Handler) -> None:
+    """Puts every name's truncated answers back to their first rotation (they move with
+    every truncated answer), so that two paths can be compared byte for byte."""
+    for cuts in handler.zone.cuts.values():
+        cuts.rotation.index = cuts.rotation.asked = 0
+
+
+def check_cut(udp: Reply, full: Reply, limit: int) -> None:
+    """A truncated UDP answer (RFC 2181 9): TC, at most ``limit`` bytes, whole records of
+    the ``full`` answer (over TCP) and as many as fit: not even the largest of them
+    would fit in what is left after the answer section; no authority section; glue only
+    for the SRV targets it keeps, each target's addresses whole."""
+    assert udp.has(dns.flags.TC)
+    assert len(udp.wire) <= limit
+    assert udp.answer, "TC with no records"
+    assert set(udp.answer) <= set(full.answer)
+    assert udp.authority == []
+    assert set(udp.additional) <= set(full.additional)
+    kept = {line.split()[-1] for line in udp.answer if " srv " in line.lower()}
+    for owner in {line.split()[0] for line in udp.additional}:
+        assert owner in kept, f"glue for {owner}, whose SRV record was left out"
+        assert ({line for line in udp.additional if line.split()[0] == owner}
+                == {line for line in full.additional if line.split()[0] == owner})
+    if len(udp.answer) < len(full.answer):
+        largest = max(len(rdata.to_wire()) + 12 for rrset in full.msg.answer for rdata in rrset)
+        answer_end = section_ends(udp.wire)[1] + (11 if udp.msg.opt is not None else 0)
+        assert answer_end + largest > limit, "a record more would have fitted"

@@ -20,6 +20,7 @@ from .helpers import (
     build_cache,
     endpoint,
     endpoint_slice,
+    first_rotation,
     port,
     query,
     service_import,
@@ -54,12 +55,16 @@ def test_a_remembered_response_is_the_fresh_one_with_the_query_id(qname: str,
     handler = fresh()
     for kw in VARIANTS:
         for name in (qname, qname.upper()):
+            first_rotation(handler)
             first = handler.handle(query(name, qtype, qid=1, **kw), False)
             stored = len(handler.zone.responses)
             for qid in (2, 0xFFFF):
                 data = query(name, qtype, qid=qid, **kw)
+                # A truncated answer moves on to the name's next rotation: compared in
+                # the first one. _slow never reads the remembered responses.
+                first_rotation(handler)
                 again = handler.handle(data, False)
-                # _slow never reads the remembered responses: it works the answer out.
+                first_rotation(handler)
                 assert again == handler._slow(data, False), (name, kw)
                 assert again is not None and first is not None
                 assert again[:2] == data[:2] and again[2:] == first[2:]

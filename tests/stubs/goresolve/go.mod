@@ -1,0 +1,3 @@
+module clusterset-dns/tests/stubs/goresolve
+
+go 1.21

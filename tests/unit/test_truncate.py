@@ -1,0 +1,306 @@
+"""Truncated UDP answers carry the whole records that fit (RFC 2181 9), rotate among a
+few precomputed subsets, keep A and AAAA on the same endpoints, keep SRV records in
+the order listed, and stay out of the response memory."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import dns.flags
+import dns.message
+import dns.rrset
+import pytest
+
+from clusterset_dns import truncate, udpbatch, wire
+from clusterset_dns.cache import PutSlice
+from clusterset_dns.convert import endpoint_slice as convert_slice
+from clusterset_dns.handler import Handler
+from clusterset_dns.server import make_socket
+
+from .helpers import (
+    DEFAULT_UDP_CAP,
+    Reply,
+    ask,
+    build_cache,
+    check_cut,
+    decode,
+    endpoint,
+    endpoint_slice,
+    port,
+    query,
+    service_import,
+)
+
+Z = "svc.clusterset.local."
+BIG, DUAL, SMALL = f"big.prod.{Z}", f"dual.prod.{Z}", f"small.prod.{Z}"
+HTTP = [port(80, "TCP", "http")]
+BIG_IPS = [f"10.3.{i // 250}.{i % 250 + 1}" for i in range(200)]
+DUAL_COUNT = 100
+
+
+def _v6(i: int) -> str:
+    return f"fd00::{(i * 37) % DUAL_COUNT + 1:x}"  # numeric order differs from the IPv4 one
+
+
+def _objects() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    imports = [service_import(name, type_="Headless", ports=HTTP) for name in ("big", "dual")]
+    imports.append(service_import("small", ips=["10.9.0.1"], ports=HTTP))
+    slices = [
+        endpoint_slice("big-a", "big", cluster="east", ports=HTTP,
+                       endpoints=[endpoint(ip) for ip in BIG_IPS]),
+        # A dual-stack endpoint is one endpoint per family, sharing its hostname.
+        endpoint_slice("dual-4", "dual", cluster="east", ports=HTTP, endpoints=[
+            endpoint(f"10.4.0.{i + 1}", hostname=f"pod-{i}") for i in range(DUAL_COUNT)]),
+        endpoint_slice("dual-6", "dual", cluster="east", ports=HTTP, address_type="IPv6",
+                       endpoints=[endpoint(_v6(i), hostname=f"pod-{i}")
+                                  for i in range(DUAL_COUNT)]),
+    ]
+    return imports, slices
+
+
+def fresh(cap: int = DEFAULT_UDP_CAP) -> Handler:
+    return Handler(build_cache(*_objects()).zone, cap)
+
+
+def addresses(reply: Reply) -> list[str]:
+    """The answer's rdata, in the order sent."""
+    return [rdata.to_text() for rrset in reply.msg.answer for rdata in rrset]
+
+
+# -- what fits: (question, EDNS payload or None, expected answer records) ----------------------
+# 12 header + question + 11 OPT with EDNS; an A record 16 bytes, AAAA 28. BIG's question is
+# 34 bytes ("big.prod.svc.clusterset.local." 30 + type, class), DUAL's 35.
+
+FITS = [
+    (BIG, "A", None, (512 - 12 - 34) // 16),  # 29: what CoreDNS sends too
+    (BIG, "A", 1232, (1232 - 12 - 34 - 11) // 16),  # 73
+    (BIG, "A", 4096, (1232 - 12 - 34 - 11) // 16),  # capped at ours
+    (BIG, "A", 1000, (1000 - 12 - 34 - 11) // 16),
+    (BIG, "A", 100, (512 - 12 - 34 - 11) // 16),  # below 512 means 512
+    (DUAL, "AAAA", None, (512 - 12 - 35) // 28),
+    (DUAL, "AAAA", 1232, (1232 - 12 - 35 - 11) // 28),
+]
+
+
+@pytest.mark.parametrize(("qname", "qtype", "payload", "expected"), FITS)
+def test_a_truncated_answer_carries_the_records_that_fit(qname: str, qtype: str,
+                                                         payload: int | None,
+                                                         expected: int) -> None:
+    handler = fresh()
+    data = query(qname, qtype, **({} if payload is None else {"edns": 0, "payload": payload}))
+    full = ask(handler, data, tcp=True)
+    assert not full.has(dns.flags.TC)
+    reply = ask(handler, data)
+    assert len(reply.answer) == expected
+    check_cut(reply, full, max(512, min(payload or 512, DEFAULT_UDP_CAP)))
+
+
+def test_a_larger_configured_cap_takes_more() -> None:
+    reply = ask(fresh(cap=2048), query(BIG, "A", edns=0, payload=4096))
+    assert len(reply.answer) == (2048 - 12 - 34 - 11) // 16
+    assert reply.has(dns.flags.TC) and reply.msg.payload == 2048
+
+
+def test_over_tcp_and_small_answers_are_whole() -> None:
+    handler = fresh()
+    assert sorted(addresses(ask(handler, query(BIG, "A"), tcp=True))) == sorted(BIG_IPS)
+    small = ask(handler, query(SMALL, "A"))
+    assert addresses(small) == ["10.9.0.1"] and not small.has(dns.flags.TC)
+
+
+# -- rotation ------------------------------------------------------------------------------------
+
+def test_consecutive_truncated_answers_rotate() -> None:
+    handler = fresh()
+    seen = [addresses(ask(handler, query(BIG, "A", qid=i))) for i in range(2 * truncate.ROTATIONS)]
+    firsts = [answer[0] for answer in seen]
+    assert len(set(firsts[: truncate.ROTATIONS])) == truncate.ROTATIONS  # all different
+    assert seen[truncate.ROTATIONS:] == seen[: truncate.ROTATIONS]  # then round again
+    # rotation r starts a quarter further into the endpoints
+    assert firsts[: truncate.ROTATIONS] == [BIG_IPS[r * len(BIG_IPS) // truncate.ROTATIONS]
+                                            for r in range(truncate.ROTATIONS)]
+
+
+def test_each_rotation_is_built_once_per_client_size() -> None:
+    handler = fresh()
+    for kw in ({}, {"edns": 0}):
+        for i in range(3 * truncate.ROTATIONS):
+            ask(handler, query(BIG, "A", qid=i, **kw))
+    forms = [key for key in handler.zone.cut_forms if key[0].startswith(b"\x03big")]
+    assert len(forms) == 2 * truncate.ROTATIONS
+
+
+def _hostnames(handler: Handler) -> dict[str, str]:
+    """address -> endpoint hostname, from the endpoint names' own answers (over TCP)."""
+    found: dict[str, str] = {}
+    for i in range(DUAL_COUNT):
+        for qtype in ("A", "AAAA"):
+            for address in addresses(ask(handler, query(f"pod-{i}.east.{DUAL}", qtype),
+                                         tcp=True)):
+                found[address] = f"pod-{i}"
+    return found
+
+
+@pytest.mark.parametrize("first", ["A", "AAAA"])
+@pytest.mark.parametrize("edns", [None, 0], ids=["plain", "edns"])
+def test_a_and_aaaa_keep_the_same_endpoints(first: str, edns: int | None) -> None:
+    """A client asking both families (either first) gets the same endpoints in both, as
+    far as size allows: every endpoint of the smaller AAAA answer is in the A answer."""
+    handler = fresh()
+    owner = _hostnames(handler)
+    second = "AAAA" if first == "A" else "A"
+    starts = set()
+    for _ in range(truncate.ROTATIONS):
+        got = {qtype: ask(handler, query(DUAL, qtype, edns=edns)) for qtype in (first, second)}
+        v4 = {owner[address] for address in addresses(got["A"])}
+        v6 = {owner[address] for address in addresses(got["AAAA"])}
+        assert got["A"].has(dns.flags.TC) and got["AAAA"].has(dns.flags.TC)
+        assert v6 and v6 < v4
+        starts.add(addresses(got["A"])[0])
+    assert len(starts) == truncate.ROTATIONS  # and the pairs still rotate
+
+
+# -- SRV -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("qname", [BIG, f"_http._tcp.{BIG}"])
+def test_srv_keeps_records_that_fit_and_only_their_glue(qname: str) -> None:
+    handler = fresh()
+    full = ask(handler, query(qname, "SRV", edns=0), tcp=True)
+    for kw, limit in (({}, 512), ({"edns": 0}, DEFAULT_UDP_CAP)):
+        for _ in range(truncate.ROTATIONS):
+            reply = ask(handler, query(qname, "SRV", **kw))
+            check_cut(reply, full, limit)
+    # Some client sizes leave room after the records for some of their targets' addresses.
+    glued = 0
+    for payload in range(1100, DEFAULT_UDP_CAP + 1):
+        reply = ask(handler, query(qname, "SRV", edns=0, payload=payload))
+        check_cut(reply, full, payload)
+        glued += bool(reply.additional)
+    assert glued
+
+
+def _srv_answer(question: str, priorities: list[int]) -> tuple[bytes, wire.Answer]:
+    """An SRV answer written by dnspython (owner and glue names compressed its own way),
+    with the given priorities in the order listed, and each target's A record as glue."""
+    msg = dns.message.make_response(dns.message.make_query(question, "SRV"))
+    targets = [f"t{i}.{question}" for i in range(len(priorities))]
+    msg.answer.append(dns.rrset.from_text_list(
+        question, 5, "IN", "SRV", [f"{p} 1 80 {t}" for p, t in zip(priorities, targets,
+                                                                   strict=True)]))
+    for i, target in enumerate(targets):
+        msg.additional.append(dns.rrset.from_text(target, 5, "IN", "A", f"10.0.{i // 250}."
+                                                  f"{i % 250 + 1}"))
+    data = msg.to_wire(want_shuffle=False)  # in the order listed
+    key = data[12 : 12 + len(question) + 1 + 4]  # the question, as sent (lower case)
+    body = data[12 + len(key):]
+    glue_at = 0  # where the additional section starts: after the answer records
+    for _ in priorities:
+        glue_at = _skip_rr(body, glue_at)
+    answer = wire.WithAdditional(wire.heads(0, len(priorities), 0, len(priorities)), body, 0,
+                                 glue_at)
+    return key, answer
+
+
+def _skip_rr(body: bytes, offset: int) -> int:
+    while body[offset] and body[offset] < 0xC0:
+        offset += body[offset] + 1
+    offset += 2 if body[offset] >= 0xC0 else 1
+    return offset + 10 + int.from_bytes(body[offset + 8 : offset + 10])
+
+
+@pytest.mark.parametrize("priorities", [[0] * 3 + [1] * 40, [0] * 20 + [1] * 20,
+                                        [5] * 10 + [7] * 10 + [9] * 30])
+def test_srv_cut_keeps_the_listed_order_lowest_priority_first(priorities: list[int]) -> None:
+    question = "svc.prod.svc.clusterset.local."
+    key, answer = _srv_answer(question, priorities)
+    cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
+    for index in range(truncate.ROTATIONS):
+        for room in (512 - 12 - len(key), 1232 - 12 - len(key) - 11):
+            form = cuts.form(index, room, 12 + len(key))
+            assert form is not None
+            heads, body = form
+            response = b"\x00\x00" + heads[0] + key + body
+            reply = decode(response)
+            kept = [int(line.split()[4]) for line in reply.answer]
+            assert kept, "no record kept"
+            # as listed: every lower priority whole before any record of a higher one
+            ordered = [int(rd.priority) for rrset in reply.msg.answer for rd in rrset]
+            assert ordered == sorted(ordered)
+            lower = [p for p in priorities if p < max(ordered)]
+            assert ordered.count(min(priorities)) == min(len(ordered),
+                                                         priorities.count(min(priorities)))
+            assert len([p for p in ordered if p < max(ordered)]) == len(lower)
+            targets = {line.split()[-1] for line in reply.answer}
+            assert {line.split()[0] for line in reply.additional} <= targets
+            assert len(response) - 2 <= room + 12 + len(key)
+
+
+# -- memories --------------------------------------------------------------------------------------
+
+def test_truncated_answers_are_not_remembered_and_keep_rotating() -> None:
+    handler = fresh()
+    before = len(handler.zone.responses)
+    firsts = {addresses(ask(handler, query(BIG, "A", qid=7)))[0]
+              for _ in range(truncate.ROTATIONS)}
+    assert len(firsts) == truncate.ROTATIONS
+    assert len(handler.zone.responses) == before
+    assert handler.stats.truncated == truncate.ROTATIONS
+
+
+def test_a_data_change_replaces_the_cuts() -> None:
+    imports, slices = _objects()
+    cache = build_cache(imports, slices)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    ask(handler, query(BIG, "A"))
+    assert handler.zone.cut_forms
+    moved = [f"10.5.{i // 250}.{i % 250 + 1}" for i in range(200)]
+    piece = convert_slice(endpoint_slice("big-a", "big", cluster="east", ports=HTTP,
+                                         endpoints=[endpoint(ip) for ip in moved]))
+    assert piece is not None
+    cache.apply([PutSlice(("prod", "big-a"), piece)])
+    for i in range(truncate.ROTATIONS):
+        got = addresses(ask(handler, query(BIG, "A", qid=i)))
+        assert got and set(got) <= set(moved)
+    # shrunk below what needs a cut: the name's cuts go with it
+    few = convert_slice(endpoint_slice("big-a", "big", cluster="east", ports=HTTP,
+                                       endpoints=[endpoint("10.6.0.1")]))
+    assert few is not None
+    cache.apply([PutSlice(("prod", "big-a"), few)])
+    assert not any(key.startswith(b"\x03big") for key in handler.zone.cuts)
+    assert addresses(ask(handler, query(BIG, "A"))) == ["10.6.0.1"]
+
+
+@pytest.fixture
+def batch() -> Iterator[tuple[udpbatch.BatchReader, Handler, socket.socket, tuple[str, int]]]:
+    if udpbatch.available() is not None:
+        pytest.skip(f"no batched UDP I/O here: {udpbatch.available()}")
+    handler = fresh()
+    sock = make_socket("127.0.0.1", 0, socket.SOCK_DGRAM, reuse_port=False)
+    reader = udpbatch.BatchReader(sock, handler.handle, None,
+                                  (handler.responses, handler.stats.rcodes))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.settimeout(2)
+    yield reader, handler, client, sock.getsockname()
+    client.close()
+    sock.close()
+
+
+def test_the_batched_reader_rotates_too(
+        batch: tuple[udpbatch.BatchReader, Handler, socket.socket, tuple[str, int]]) -> None:
+    """The reader answers remembered queries itself: a truncated answer must not be
+    frozen into one remembered response."""
+    reader, handler, client, where = batch
+    firsts = []
+    for i in range(truncate.ROTATIONS):
+        client.sendto(query(BIG, "A", qid=i), where)
+        for _ in range(50):
+            reader._readable()
+            if reader.used:
+                break
+        reply = decode(client.recvfrom(65535)[0])
+        assert reply.has(dns.flags.TC) and reply.answer
+        firsts.append(addresses(reply)[0])
+    assert len(set(firsts)) == truncate.ROTATIONS
+    # nothing with TC remembered (a stored response is the bytes after the ID)
+    assert not any(tail[0] & 0x02 for tail, _ in handler.zone.responses.values())
