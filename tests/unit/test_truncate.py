@@ -12,14 +12,23 @@ import dns.message
 import dns.rrset
 import pytest
 
-from clusterset_dns import truncate, udpbatch, wire
-from clusterset_dns.cache import PutSlice
+from clusterset_dns import convert, truncate, udpbatch, wire
+from clusterset_dns.cache import (
+    Cache,
+    PutSlice,
+    ReplaceImports,
+    ReplaceSlices,
+    SetClusterId,
+    SetSynced,
+)
 from clusterset_dns.convert import endpoint_slice as convert_slice
 from clusterset_dns.handler import Handler
+from clusterset_dns.names import ZoneNames
 from clusterset_dns.server import make_socket
 
 from .helpers import (
     DEFAULT_UDP_CAP,
+    ZONE,
     Reply,
     ask,
     build_cache,
@@ -304,3 +313,34 @@ def test_the_batched_reader_rotates_too(
     assert len(set(firsts)) == truncate.ROTATIONS
     # nothing with TC remembered (a stored response is the bytes after the ID)
     assert not any(tail[0] & 0x02 for tail, _ in handler.zone.responses.values())
+
+
+@pytest.mark.parametrize("local", [3, 30])
+def test_local_first_srv_keeps_the_local_tier_first(local: int) -> None:
+    """A PreferClose import's SRV ranks the local cluster's endpoints priority 0 and the
+    rest 1 (dns-behaviour §6): a truncated answer keeps every record of priority 0 that
+    fits before any of priority 1, in every rotation."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    near = service_import("near", type_="Headless", ports=HTTP,
+                          traffic_distribution="PreferClose")
+    pieces = [endpoint_slice("near-east", "near", cluster="east", ports=HTTP,
+                             endpoints=[endpoint(f"10.7.0.{i + 1}") for i in range(local)]),
+              endpoint_slice("near-west", "near", cluster="west", ports=HTTP,
+                             endpoints=[endpoint(f"10.8.0.{i + 1}") for i in range(40)])]
+    imp = convert.service_import(near)
+    slices = [convert.endpoint_slice(piece) for piece in pieces]
+    cache.apply([ReplaceImports({(imp.namespace, imp.name): imp}),
+                 ReplaceSlices({(p.namespace, p.name): p for p in slices if p is not None}),
+                 SetSynced(True), SetClusterId("east")])
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    name = f"_http._tcp.near.prod.{Z}"
+    full = ask(handler, query(name, "SRV"), tcp=True)
+    assert {rd.priority for rrset in full.msg.answer for rd in rrset} == {0, 1}
+    for _ in range(truncate.ROTATIONS):
+        reply = ask(handler, query(name, "SRV"))
+        check_cut(reply, full, 512)
+        kept = [(rd.priority, rd.target.to_text()) for rrset in reply.msg.answer for rd in rrset]
+        priorities = [priority for priority, _ in kept]
+        assert priorities == sorted(priorities)
+        assert priorities.count(0) == min(local, len(kept))
+        assert all(".east." in target for priority, target in kept if priority == 0)
