@@ -56,7 +56,15 @@ from clusterset_dns.model import ObjectKey
 
 log = logging.getLogger(__name__)
 
+# List pages are sized by bytes, not objects: the first asks for FIRST_PAGE objects,
+# each next one for as many as PAGE_BYTES holds at the sizes seen so far (the largest
+# object per item seen), between MIN_PAGE and PAGE_SIZE. A page is decoded whole (and
+# the next one is prefetched), so this bounds the memory a list needs beyond what the
+# zone keeps, whatever the objects carry: 500 slices of 250 KiB would be 125 MB.
 PAGE_SIZE = 500
+FIRST_PAGE = 10
+MIN_PAGE = 2  # (a limit of 1 is the resourceVersion probe's)
+PAGE_BYTES = 4 << 20
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
 # Longest stretch of watch work (reading events, converting and applying them) before
 # the event loop gets a turn to answer queries. One object's rebuild is not split.
@@ -66,7 +74,7 @@ class Client(Protocol):
     """What the reflectors need of the API client (the seam unit tests fake)."""
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30) -> Any: ...
+                  timeout: float = 30, sizes: list[int] | None = None) -> Any: ...
 
     def stream(self, path: str, params: Mapping[str, Any],
                inactivity_timeout: float) -> Any: ...
@@ -201,7 +209,9 @@ class Reflector:
     async def relist(self, reason: str = "initial", rebuild: bool = False) -> None:
         """A full list; ``rebuild``: re-put every object so that every service this
         reflector feeds is rebuilt (after a bug aborted an update half way)."""
-        params: dict[str, Any] = {"limit": PAGE_SIZE, **self._params()}
+        params: dict[str, Any] = {"limit": FIRST_PAGE, **self._params()}
+        sizes: list[int] = []  # body bytes of each page, as the client reports them
+        largest = 0.0  # bytes per item of the page with the largest items so far
         found: dict[ObjectKey, object | None] = {}
         count = 0
         rejected_before, self.rejected = self.rejected, set()
@@ -215,14 +225,17 @@ class Reflector:
         # The next page is asked for before this one is converted: the API server
         # (another process, another core) prepares it meanwhile. One turn of the event
         # loop sends the request; without it, it would leave after the conversion.
-        fetch = asyncio.ensure_future(self.client.get(path, params))
+        fetch = asyncio.ensure_future(self.client.get(path, params, sizes=sizes))
         try:
             while True:
                 page = page_of(await fetch)
                 token, version = page.continue_token, page.resource_version
+                if sizes and page.items:
+                    largest = max(largest, sizes[-1] / len(page.items))
+                    params["limit"] = max(MIN_PAGE, min(PAGE_SIZE, int(PAGE_BYTES / largest)))
                 if token:
                     fetch = asyncio.ensure_future(
-                        self.client.get(path, {**params, "continue": token}))
+                        self.client.get(path, {**params, "continue": token}, sizes=sizes))
                     await asyncio.sleep(0)
                 if streaming:
                     part: dict[ObjectKey, object | None] = {}

@@ -24,6 +24,7 @@ from dnslib import DNSRecord
 
 from clusterset_dns_testkit.bench.common import REPO
 from clusterset_dns_testkit.bench.procs import tree_memory_mib
+from clusterset_dns_testkit.fat import memory_kib
 from clusterset_dns_testkit.peers import CoreDNS, KubeAPI, free_port, kubernetes_corefile
 
 IMPORTS = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/{ns}/serviceimports"
@@ -173,7 +174,9 @@ def start_ours(api: KubeAPI, args: argparse.Namespace, checkout: Path = REPO
     last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
     answer_s = ready_s + wait_answer(port, last, ip4(args.imports - 1), 60)
     return proc, port, {"ready_s": ready_s, "first_answer_s": answer_s,
-                        "rss_mib": tree_memory_mib(proc.pid)[0], "cpu_s": cpu_s}
+                        "rss_mib": tree_memory_mib(proc.pid)[0],
+                        "peak_mib": memory_kib(proc.pid)["VmHWM"] / 1024,  # the list's peak
+                        "cpu_s": cpu_s}
 
 
 def start_coredns(api: KubeAPI, args: argparse.Namespace) -> tuple[CoreDNS, dict[str, float]]:

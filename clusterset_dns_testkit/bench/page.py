@@ -296,6 +296,19 @@ def _manifest_poll_section(path: Path, result: Result, root: Path) -> list[str]:
               f"{r['max_ms']:.1f} | {r['over_50ms']} |" for name, r in rows)]
 
 
+def _fat_objects_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    return [*_facts(path, result, root), "",
+            f"{d['slices']:,} EndpointSlices through a real kube-apiserver, each with "
+            f"{d['annotation_kib']} KiB of annotations (`fat`) or none (`thin`, the same zone); "
+            "VmHWM is the peak resident size.", "",
+            "| namespace | code | peak after the list MiB | RSS after the list MiB | "
+            "peak after every slice replaced MiB | RSS then MiB |",
+            "| --- | --- | ---: | ---: | ---: | ---: |",
+            *(f"| {r['namespace']} | {r['code']} | {r['peak_list_mib']} | {r['rss_listed_mib']} | "
+              f"{r['peak_watch_mib']} | {r['rss_watched_mib']} |" for r in d["rows"])]
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -307,6 +320,8 @@ SECTIONS = (
     ("locality", "Cluster id changes", "python bench/locality.py", _locality_section),
     ("manifest_poll", "Polling many manifest files", "python bench/manifest_poll.py",
      _manifest_poll_section),
+    ("fat_objects", "Large objects: memory while listing and watching",
+     "python bench/fat_objects.py", _fat_objects_section),
 )
 
 

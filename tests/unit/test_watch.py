@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -102,7 +103,7 @@ class FakeClient:
         self.snapshot = snapshot
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30) -> Any:
+                  timeout: float = 30, sizes: list[int] | None = None) -> Any:
         if (params or {}).get("limit") == 1:
             self.probes.append(path)
             return page(rv=self.current.get(path))
@@ -114,6 +115,8 @@ class FakeClient:
             raise item
         if callable(item):
             return await item()
+        if sizes is not None:  # as the real client reports the body's length
+            sizes.append(len(json.dumps(item)))
         return copy.deepcopy(item)
 
     def stream(self, path: str, params: Mapping[str, Any],
@@ -227,6 +230,24 @@ def slices_run() -> Run:
 
 # -- list -------------------------------------------------------------------------------------
 
+def test_list_pages_are_sized_by_bytes(sleeps: list[float]) -> None:
+    """Objects of 256 KiB (annotations, managedFields): after the first page, each asks
+    for as many as PAGE_BYTES holds, not PAGE_SIZE (500 of them: 125 MB decoded whole)."""
+    run = slices_run()
+    fat = [copy.deepcopy(DB_EAST) for _ in range(3)]
+    for i, obj in enumerate(fat):
+        obj["metadata"]["name"] = f"db-east-{i}"
+        obj["metadata"]["annotations"] = {"blob": "x" * (256 << 10)}
+    run.client.lists[run.path] = [page(fat[0], rv="10", cont="c1"),
+                                  page(fat[1], rv="10", cont="c2"), page(fat[2], rv="10")]
+    run.run()
+    limits = [params["limit"] for params in run.client.get_params(run.path)]
+    assert limits[0] == watch.FIRST_PAGE
+    assert all(watch.MIN_PAGE <= n <= watch.PAGE_BYTES // (256 << 10) for n in limits[1:]), \
+        limits
+    assert sorted(run.slices()) == [f"prod/db-east-{i}" for i in range(3)]
+
+
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize(("make", "items", "selector"), [
     (imports_run, [WEB, DB, API], None),
@@ -240,9 +261,11 @@ def test_list_pagination(sleeps: list[float], make: Callable[[], Run],
                                   page(items[1], rv="10", cont="c2"),
                                   page(items[2], rv="12")]
     run.run()
-    base = {"limit": watch.PAGE_SIZE} | ({"labelSelector": selector} if selector else {})
+    base = {"labelSelector": selector} if selector else {}
+    # Small objects: a first page of FIRST_PAGE, then full pages (sized by bytes)
     assert run.client.get_params(run.path) == [
-        base, base | {"continue": "c1"}, base | {"continue": "c2"}]
+        base | {"limit": watch.FIRST_PAGE}, base | {"limit": watch.PAGE_SIZE, "continue": "c1"},
+        base | {"limit": watch.PAGE_SIZE, "continue": "c2"}]
     got = run.imports() if make is imports_run else run.slices()
     assert sorted(got) == sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}"
                                  for o in items)
@@ -498,9 +521,9 @@ def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
     original = run.client.get
 
     async def get(path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30) -> Any:
+                  timeout: float = 30, sizes: list[int] | None = None) -> Any:
         states.append(sorted(run.cache.imports))
-        return await original(path, params, timeout)
+        return await original(path, params, timeout, sizes)
 
     run.client.get = get  # type: ignore[method-assign]
     run.run()

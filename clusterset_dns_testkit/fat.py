@@ -1,0 +1,72 @@
+"""Large API objects for memory tests and benchmarks: EndpointSlices carrying
+annotations near the API's 256 KiB limit (as last-applied-configuration and
+managedFields get), written to a real kube-apiserver, and the same slices without
+them for the reference: the zone both give is the same.
+
+Memory is read from /proc: VmHWM (the peak resident size) and VmRSS."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+from pathlib import Path
+from typing import Any
+
+from clusterset_dns_testkit.peers import KubeAPI
+
+V1BETA1 = "multicluster.x-k8s.io/v1beta1"
+SERVICES = 20
+
+
+def fat_slice(namespace: str, i: int, annotation_kib: int, generation: int = 0) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": f"slice-{i}", "namespace": namespace,
+        "labels": {"multicluster.kubernetes.io/service-name": f"svc-{i % SERVICES}",
+                   "multicluster.kubernetes.io/source-cluster": "east"}}
+    if annotation_kib:
+        # Varied text (not one repeated byte): nothing along the way compresses it away.
+        filler = "".join(f"{(i * 7919 + k * 104729 + generation) % 1000003:07d}"
+                         for k in range(annotation_kib * 1024 // 7))
+        meta["annotations"] = {"example.com/blob": filler[: annotation_kib * 1024 - 64]}
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": meta,
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [f"10.{generation % 200}.{i // 250}.{i % 250 + 1}"],
+                           "conditions": {"ready": True}}],
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+
+
+def write_objects(api: KubeAPI, namespace: str, slices: int, annotation_kib: int,
+                  generation: int = 0, threads: int = 8) -> None:
+    """The namespace's ServiceImports (first time) and ``slices`` slices, created or
+    replaced (``generation`` > 0: every slice replaced, new address and annotation)."""
+    api.ensure_namespace(namespace)
+    base = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+    if generation == 0:
+        for s in range(SERVICES):
+            api.create({"apiVersion": V1BETA1, "kind": "ServiceImport",
+                        "metadata": {"name": f"svc-{s}", "namespace": namespace},
+                        "spec": {"type": "Headless",
+                                 "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}})
+
+    def one(i: int) -> None:
+        obj = fat_slice(namespace, i, annotation_kib, generation)
+        if generation == 0:
+            api.request("POST", base, obj, timeout=60)
+        else:
+            api.request("PUT", f"{base}/slice-{i}", obj, timeout=60)
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(slices)))
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmHWM (peak) and VmRSS of a process, KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return {key: int(re.search(rf"^{key}:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
+            for key in ("VmHWM", "VmRSS")}
+
+
+def last_address(slices: int, generation: int) -> tuple[str, str]:
+    """(the name of the last slice's service, the address it has in ``generation``)."""
+    i = slices - 1
+    return f"svc-{i % SERVICES}", f"10.{generation % 200}.{i // 250}.{i % 250 + 1}"
