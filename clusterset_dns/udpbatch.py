@@ -38,7 +38,6 @@ MAX_QUERY = 4096  # a DNS query over UDP is a few hundred bytes at most
 ADDR_SIZE = 28  # sizeof(struct sockaddr_in6), the largest peer address of AF_INET/AF_INET6
 MSG_DONTWAIT = 0x40
 MSG_TRUNC = 0x20
-MMSG = 64  # sizeof(struct mmsghdr)
 
 
 class IOVec(ctypes.Structure):
@@ -57,15 +56,31 @@ class MMsgHdr(ctypes.Structure):
 
 
 # What the kernel's x86-64 and arm64 ABIs lay out; anything else uses the plain path.
-_EXPECTED_LAYOUT = {"sizeof(msghdr)": 56, "sizeof(mmsghdr)": 64, "offsetof(msg_iov)": 16,
-                    "offsetof(msg_flags)": 48, "offsetof(msg_len)": 56, "sizeof(iovec)": 16}
+_EXPECTED_LAYOUT = {"sizeof(msghdr)": 56, "sizeof(mmsghdr)": 64, "offsetof(msg_name)": 0,
+                    "offsetof(msg_iov)": 16, "offsetof(msg_flags)": 48, "offsetof(msg_len)": 56,
+                    "sizeof(iovec)": 16, "offsetof(iov_len)": 8}
+
+
+MMSG = ctypes.sizeof(MMsgHdr)
+# Indices into the integer views of the arrays (see BatchReader), from the layout that
+# available() checks: msg_len of rx entry i is rx32[_LEN + i * _MMSG32], msg_name of tx
+# entry j is tx64[_NAME + j * _MMSG64], iov_base / iov_len of the second iovec of
+# reply j are txiov64[_BASE2 + j * _IOV2], txiov64[_LEN2 + j * _IOV2].
+_MMSG32, _MMSG64 = MMSG // 4, MMSG // 8
+_LEN = MMsgHdr.msg_len.offset // 4
+_NAME = (MMsgHdr.msg_hdr.offset + MsgHdr.msg_name.offset) // 8
+_IOV2 = 2 * ctypes.sizeof(IOVec) // 8
+_BASE2 = (ctypes.sizeof(IOVec) + IOVec.iov_base.offset) // 8
+_LEN2 = (ctypes.sizeof(IOVec) + IOVec.iov_len.offset) // 8
 
 
 def _layout() -> dict[str, int]:
     return {"sizeof(msghdr)": ctypes.sizeof(MsgHdr), "sizeof(mmsghdr)": ctypes.sizeof(MMsgHdr),
+            "offsetof(msg_name)": MMsgHdr.msg_hdr.offset + MsgHdr.msg_name.offset,
             "offsetof(msg_iov)": MsgHdr.msg_iov.offset,
             "offsetof(msg_flags)": MsgHdr.msg_flags.offset,
-            "offsetof(msg_len)": MMsgHdr.msg_len.offset, "sizeof(iovec)": ctypes.sizeof(IOVec)}
+            "offsetof(msg_len)": MMsgHdr.msg_len.offset, "sizeof(iovec)": ctypes.sizeof(IOVec),
+            "offsetof(iov_len)": IOVec.iov_len.offset}
 
 
 class _Calls:
@@ -172,8 +187,8 @@ class BatchReader:
         self.rx_ptr = ctypes.c_void_p(ctypes.addressof(self.rx))
         self.tx_ptr = ctypes.c_void_p(self.tx_base)
         # The per-datagram work reads and writes the arrays through integer views
-        # (indices below follow the layout checked by available()): a ctypes
-        # attribute chain costs several times more than a memoryview item.
+        # (indices: _LEN, _NAME, ... above): a ctypes attribute chain costs several
+        # times more than a memoryview item.
         self.rx32 = memoryview(self.rx).cast("B").cast("I")
         self.tx64 = memoryview(self.tx).cast("B").cast("Q")
         self.txiov64 = memoryview(self.tx_iov).cast("B").cast("Q")
@@ -210,47 +225,55 @@ class BatchReader:
         Reply j leaves from tx slot j in two pieces: the 2-byte ID still in receive
         slot j (iovec 2j, set once) and the rest of the response, in place (iovec
         2j+1). A remembered response is sent as it is stored, without a copy."""
-        handle, slots, iov64 = self.handle, self.slots, self.txiov64
+        handle, slots, iov64, tx64 = self.handle, self.slots, self.txiov64, self.tx64
         responses, rcodes = self.responses, self.rcodes
         offset = _DATA_OFFSET
         assert offset is not None
+        name_, mmsg64, base2, len2, iov2 = _NAME, _MMSG64, _BASE2, _LEN2, _IOV2  # locals
         keep: list[bytes] = []  # the replies must outlive sendmmsg: tx points into them
         append = keep.append
         j = 0  # replies so far; reply j goes to tx slot j, which sends to datagram j's peer
-        for i, size in enumerate(self.rx32[14:16 * count:16].tolist()):  # msg_len
-            slot = slots[i]
-            hit = responses.get(slot[2:size].tobytes())
-            if hit is not None:
-                rcodes[hit[1]] += 1
-                tail = hit[0]
-                at, length = id(tail) + offset, len(tail)
-            else:
-                query = slot[:size].tobytes()
-                response = handle(query, False)
-                if not response:
-                    if response is None or self.peer_handle is None:
+        moved = False
+        try:
+            for i, size in enumerate(self.rx32[_LEN:_MMSG32 * count:_MMSG32].tolist()):
+                slot = slots[i]
+                hit = responses.get(slot[2:size].tobytes())
+                if hit is not None:
+                    rcodes[hit[1]] += 1
+                    tail = hit[0]
+                    at, length = id(tail) + offset, len(tail)
+                else:
+                    query = slot[:size].tobytes()
+                    response = handle(query, False)
+                    if not response:
+                        if response is None or self.peer_handle is None:
+                            continue
+                        # PEER_NEEDED (an IXFR): rare, so the address is decoded only here
+                        response = self.peer_handle(query, self._peer(i))
+                        if response is None:
+                            continue
+                    # Sent in place from the object's memory: only bytes keep their data
+                    # there. Anything else, or no room for an ID, is a bug: it costs this
+                    # answer only.
+                    if type(response) is not bytes or len(response) < 2:
                         continue
-                    # PEER_NEEDED (an IXFR): rare, so the address is decoded only here
-                    response = self.peer_handle(query, self._peer(i))
-                    if response is None:
-                        continue
-                if len(response) < 2:  # not a DNS message: a bug costs this answer only
-                    continue
-                tail = response
-                slot[:2] = tail[:2]  # the ID the handler chose (the query's, as a rule)
-                at, length = id(tail) + offset + 2, len(tail) - 2
-            append(tail)
-            if j != i:  # an earlier datagram got no reply: this one moves down to slot j
-                self.tx64[8 * j] = self.name_at[i]  # msg_name
-                slots[j][:2] = slot[:2]
-            iov64[4 * j + 2] = at  # iov_base
-            iov64[4 * j + 3] = length  # iov_len
-            j += 1
-        if j:
-            self._send(j)
-            if j != count:  # put back the addresses of the slots that moved
+                    tail = response
+                    slot[:2] = tail[:2]  # the ID the handler chose (the query's, as a rule)
+                    at, length = id(tail) + offset + 2, len(tail) - 2
+                append(tail)
+                if j != i:  # an earlier datagram got no reply: this one moves down to slot j
+                    moved = True
+                    tx64[name_ + mmsg64 * j] = self.name_at[i]
+                    slots[j][:2] = slot[:2]
+                iov64[base2 + iov2 * j] = at
+                iov64[len2 + iov2 * j] = length
+                j += 1
+            if j:
+                self._send(j)
+        finally:
+            if moved:  # put back the addresses of the slots that moved, whatever happened
                 for k in range(j):
-                    self.tx64[8 * k] = self.name_at[k]
+                    tx64[name_ + mmsg64 * k] = self.name_at[k]
 
     def _peer(self, i: int) -> str:
         """The address of datagram ``i``'s sender, as text (sockaddr_in / sockaddr_in6)."""

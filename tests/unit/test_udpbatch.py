@@ -390,3 +390,73 @@ def test_a_reply_too_short_for_an_id_is_not_sent(
     with pytest.raises(TimeoutError):
         peer.recvfrom(100)
     reader.sock.close()
+
+
+def test_the_array_indices_are_the_fields_of_the_layout() -> None:
+    """The integer views and their indices reach the very fields ctypes lays out (the
+    layout available() checks), not numbers of their own."""
+    reader, _ = serve("127.0.0.1")
+    try:
+        for i in (0, 1, udpbatch.BATCH - 1):
+            reader.rx[i].msg_len = 1000 + i
+            assert reader.rx32[udpbatch._LEN + udpbatch._MMSG32 * i] == 1000 + i
+            assert reader.tx64[udpbatch._NAME + udpbatch._MMSG64 * i] == \
+                reader.tx[i].msg_hdr.msg_name == reader.name_at[i]
+            second = reader.tx_iov[2 * i + 1]
+            second.iov_base, second.iov_len = 4096 + i, 77 + i
+            assert reader.txiov64[udpbatch._BASE2 + udpbatch._IOV2 * i] == 4096 + i
+            assert reader.txiov64[udpbatch._LEN2 + udpbatch._IOV2 * i] == 77 + i
+    finally:
+        reader.sock.close()
+
+
+def test_a_failure_after_a_reply_moved_down_leaves_no_address_behind(
+        clients: Callable[[str], socket.socket]) -> None:
+    """A reply moves down past a datagram that got none (tx slot 0 then sends to
+    datagram 1's peer); the handler then fails. The next batch's replies still go to
+    their own peers: the moved address is put back in any case."""
+    def handle(data: bytes, tcp: bool) -> bytes | None:
+        if data == b"boom":
+            raise RuntimeError("a bug")
+        return echo(data, tcp)
+
+    reader, where = serve("127.0.0.1", handle)
+    a, b = clients("127.0.0.1"), clients("127.0.0.1")
+    a.sendto(b"drop", where)
+    b.sendto(b"to-b", where)  # moves down to tx slot 0
+    a.sendto(b"boom", where)
+    with pytest.raises(RuntimeError):
+        reader._readable()
+    a.sendto(b"to-a", where)  # alone in the next batch: tx slot 0
+    settle(reader, 1)
+    assert replies(a, 1) == [b"re:to-a"]
+    b.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        b.recvfrom(100)  # neither its lost reply nor a's
+    reader.sock.close()
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_a_response_that_is_not_bytes_is_not_sent(
+        kind: Callable[[bytes], Any], clients: Callable[[str], socket.socket]) -> None:
+    """Replies go out from the object's own memory, which only bytes hold in place: any
+    other object (a bug) would send whatever lies there. It costs its answer only."""
+    keep: list[Any] = []
+
+    def handle(data: bytes, tcp: bool) -> bytes | None:
+        response = echo(data, tcp)
+        if data == b"odd" and response is not None:
+            keep.append(kind(response))
+            return keep[-1]  # type: ignore[no-any-return]
+        return response
+
+    reader, where = serve("127.0.0.1", handle)
+    peer = clients("127.0.0.1")
+    for data in (b"one", b"odd", b"two"):
+        peer.sendto(data, where)
+    settle(reader, 3)
+    assert replies(peer, 2) == [b"re:one", b"re:two"]
+    peer.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        peer.recvfrom(100)
+    reader.sock.close()
