@@ -86,7 +86,7 @@ class ProcessState:
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
                          peer_handle=self.handler.ixfr_udp if self.transfers else None,
-                         remembered=(self.handler.responses, self.handler.stats.rcodes))
+                         remembered=(self.handler.responses, self.handler.stats.requests))
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
@@ -158,6 +158,12 @@ class Sink:
             # their caches keep matching this one, serial included.
             seconds = time.perf_counter() - started
             metrics.update_seconds.observe(seconds)
+            # Served from here on (this process; the workers a moment later).
+            if self.cache.programmed:
+                now = time.time()
+                for kind, trigger in self.cache.programmed:
+                    metrics.programming.labels(kind).observe(max(0.0, now - trigger))
+                self.cache.programmed.clear()
             self.pool.send([*ops, SetSerial(self.cache.zone.serial)], seconds)
             if self.cache.zone.serial != serial:
                 self.on_serial()
@@ -207,6 +213,7 @@ WORKER_ENTRY = "clusterset_dns.app:worker_process"
 async def serve(config: Config) -> int:
     state = process_state(config, (signal.SIGTERM, signal.SIGINT))
     cache, handler = state.cache, state.handler
+    cache.record_programming = True  # for clusterset_dns_dns_programming_duration_seconds
     pool = workers.WorkerPool(config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
                               lambda reason: metrics.worker_restarts.labels(reason).inc())
     journal = state.journal

@@ -170,6 +170,10 @@ RESPONSE_OVERHEAD = 200
 # (1232 bytes by default), so 4,096 cost about 5 MiB at most.
 CUT_FORMS_CAP = 4_096
 
+# How an import stands (Cache.states): answers something; has no ready endpoint (or
+# no usable IP); never converted (only its rejection is known).
+SERVED, NO_ENDPOINT, REJECTED = "served", "no_endpoint", "rejected"
+
 # How a name stands in the zone (Zone.lookup).
 MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
 
@@ -276,6 +280,14 @@ class Cache:
         self._rejections_of: dict[ObjectKey, dict[tuple[str, ObjectKey], Rejection]] = {}
         # When each service's answers were last rebuilt: (serial after it, Unix time).
         self.changed_at: dict[ObjectKey, tuple[int, float]] = {}
+        # How each service stands (SERVED, NO_ENDPOINT, REJECTED), for the metrics.
+        self.states: dict[ObjectKey, str] = {}
+        # With ``record_programming`` (the serving parent): slices changed by apply()
+        # that carry a last-change-trigger-time, as (service kind, trigger time); the
+        # caller measures the programming delay once their answers are served, and
+        # empties the list.
+        self.record_programming = False
+        self.programmed: list[tuple[str, float]] = []
         self._set_serial(int(time.time()))
 
     # -- applying changes ----------------------------------------------------------------
@@ -431,6 +443,9 @@ class Cache:
             service = (obj.namespace, obj.service)
             self._slices_of.setdefault(service, {})[key] = obj
             dirty.add(service)
+            imp = self.imports.get(service)
+            if self.record_programming and obj.trigger_time is not None and imp is not None:
+                self.programmed.append((imp.type.value, obj.trigger_time))
 
     # -- admission: does every name of the object fit? -----------------------------------
 
@@ -575,6 +590,10 @@ class Cache:
         self._built[service] = self._swap(self._built.pop(service, None), built)
         if imp is None and not built.explained:
             del self._built[service]
+            self.states.pop(service, None)
+        else:
+            self.states[service] = (REJECTED if imp is None else SERVED if built.answers
+                                    else NO_ENDPOINT)
 
     def _swap(self, old: Footprint | None, new: Built) -> Footprint:
         """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""

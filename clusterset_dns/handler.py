@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable
 
 from clusterset_dns import cache, wire
+from clusterset_dns import stats as counters
 from clusterset_dns.cache import (
     EMPTY,
     HAS_RECORDS,
@@ -66,6 +67,20 @@ OTHER_FAMILY = {
                                  "addresses only")),
 }
 _MAX_EXPLAINED_OPTS = 4096  # distinct EDE texts whose OPT records are kept (one per text)
+# Where a query's counters start in Stats.requests, by transport (0 UDP, 1 TCP) and the
+# low byte of its type (types of 256 and more: _OTHER); add the rcode.
+_BASES = tuple(tuple(counters.base(counters.TYPE_SLOT[t], bool(tcp)) for t in range(256))
+               for tcp in (0, 1))
+_OTHER = tuple(counters.base(len(counters.TYPES) - 1, bool(tcp)) for tcp in (0, 1))
+_EDE_STEP = counters.RCODES  # one EDE slot further in Stats.requests
+_EDE_SLOT = {code: slot for slot, code in enumerate(counters.EDE_CODES) if code is not None}
+
+
+def _base(question: bytes, tcp: bool) -> int:
+    """Where the counters of ``question`` (with type and class; b"": none) start."""
+    if len(question) < 4 or question[-4]:
+        return _OTHER[tcp]
+    return _BASES[tcp][question[-3]]
 
 
 def _variant(data: bytes) -> int:
@@ -113,7 +128,7 @@ class Handler:
         # so that the client asks again over TCP, where access is checked.
         self.transfers = False
         self.udp_transfer: UdpTransfer | None = None  # set with transfers (app)
-        self._rcodes = self.stats.rcodes  # one attribute less per answer on the fast path
+        self._counts = self.stats.requests  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
         # -> (UDP size limit, our OPT). Clients send a handful of distinct ones, so
@@ -155,7 +170,7 @@ class Handler:
                 if zone.synced:
                     return ans
                 ede = NOT_SYNCED  # NODATA of a name that exists before the first sync
-        return Explained(ans, self._opts(ede))
+        return Explained(ans, self._opts(ede), _EDE_SLOT.get(int.from_bytes(ede[6:8]), 1))
 
     def _opt_rr(self, do: bool, high_rcode: int = 0) -> bytes:
         return _OPT_HEAD + struct.pack("!HBBH", self.cap, high_rcode, 0, 0x8000 if do else 0) \
@@ -176,7 +191,7 @@ class Handler:
         after_id = data[2:]
         hit = self.responses.get(after_id)
         if hit is not None:
-            self._rcodes[hit[1]] += 1
+            self._counts[hit[1]] += 1  # the counter's index, worked out when stored
             return data[:2] + hit[0]
         size = len(data)
         if size > 16 and not data[2] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
@@ -187,11 +202,12 @@ class Handler:
                 key = question.lower()
                 ans = self.answers.get(key) or self.negatives.get(key) or self._negative(key)
                 if ans is not None and size + ans.size <= (TCP_MAX if tcp else _UDP_PLAIN):
-                    self._rcodes[ans.rcode] += 1
+                    index = (_BASES[tcp][data[-3]] if not data[-4] else _OTHER[tcp]) + ans.rcode
+                    self._counts[index] += 1
                     # One join: a chain of + copies the growing prefix at every step.
                     tail = b"".join((ans.heads[variant], question, ans.body))
                     if not tcp:  # (a TCP answer may be too large for UDP)
-                        self._remember(after_id, tail, ans.rcode)
+                        self._remember(after_id, tail, index)
                     return data[:2] + tail
             elif counts == _ONE_QUESTION_OPT:
                 tail = data[size - OPT_LEN :]
@@ -202,12 +218,20 @@ class Handler:
                     ans = (self.answers.get(key) or self.negatives.get(key)
                            or self._negative(key))
                     if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
-                        self._rcodes[ans.rcode] += 1
+                        at = size - OPT_LEN - 4  # the question's type
+                        index = (_BASES[tcp][data[at + 1]] if not data[at] else _OTHER[tcp]) \
+                            + ans.rcode
                         opts = ans.opts  # None but for an explained negative (RFC 8914)
+                        if opts is None:
+                            opt = edns[1]
+                        else:
+                            opt = opts[edns[2]]
+                            index += ans.ede_slot * _EDE_STEP
+                        self._counts[index] += 1
                         tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
-                                         ans.body, edns[1] if opts is None else opts[edns[2]]))
+                                         ans.body, opt))
                         if not tcp:
-                            self._remember(after_id, tail, ans.rcode)
+                            self._remember(after_id, tail, index)
                         return data[:2] + tail
         try:
             return self._slow(data, tcp)
@@ -215,7 +239,8 @@ class Handler:
             self.stats.dropped += 1
             return None
 
-    def _remember(self, query: bytes, tail: bytes, rcode: int) -> None:
+    def _remember(self, query: bytes, tail: bytes, index: int) -> None:
+        """``index``: the response's counter in Stats.requests, bumped when it is sent."""
         zone = self.zone
         cost = len(query) + len(tail) + RESPONSE_OVERHEAD
         used = zone.responses_bytes + cost
@@ -224,7 +249,7 @@ class Handler:
             self.responses.clear()
             used = cost
         zone.responses_bytes = used
-        self.responses[query] = (tail, rcode)
+        self.responses[query] = (tail, index)
 
     def _negative(self, key: bytes) -> Answer | None:
         """NXDOMAIN or NODATA for a lower-cased question that missed the answers and
@@ -290,13 +315,13 @@ class Handler:
         if flags & _OPCODE:
             # The question goes back too: a forwarder (CoreDNS) drops a reply without it.
             return self._error(qid, (flags & _OPCODE) | request_bits, wire.NOTIMP, question,
-                               edns)
+                               edns, tcp=tcp)
         if not question or not well_formed:
-            return self._error(qid, request_bits, wire.FORMERR, question, edns)
+            return self._error(qid, request_bits, wire.FORMERR, question, edns, tcp=tcp)
         assert found is not None
         labels_at = found[1]
         if edns is not None and edns[1] != 0:
-            return self._error(qid, request_bits, 0, question, edns, badvers=True)
+            return self._error(qid, request_bits, 0, question, edns, badvers=True, tcp=tcp)
         if tcp:
             limit = TCP_MAX
         elif edns is None:
@@ -316,7 +341,7 @@ class Handler:
             head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
             return qid + head + question + (self._opt[edns[2]] if edns else b"")
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
-            return self._error(qid, request_bits, wire.REFUSED, question, edns)
+            return self._error(qid, request_bits, wire.REFUSED, question, edns, tcp=tcp)
         zone = self.zone
         ans = self.answers.get(question.lower())
         if ans is None:
@@ -337,13 +362,13 @@ class Handler:
             elif self._in_zone(name, labels_at, 12):
                 if not zone.synced:
                     return self._error(qid, request_bits, wire.SERVFAIL, question, edns,
-                                       ede=NOT_SYNCED)
+                                       ede=NOT_SYNCED, tcp=tcp)
                 assert zone.nxdomain is not None
                 ans = self._why(zone.nxdomain, key, name, False)
             else:
-                return self._error(qid, request_bits, wire.REFUSED, question, edns)
+                return self._error(qid, request_bits, wire.REFUSED, question, edns, tcp=tcp)
             assert ans is not None
-        return self._splice(qid, _variant(data), request_bits, question, ans, edns, limit)
+        return self._splice(qid, _variant(data), request_bits, question, ans, edns, limit, tcp)
 
     @staticmethod
     def _parse(data: bytes, questions: int, records: int, additional: int
@@ -401,7 +426,8 @@ class Handler:
         return rtype, rclass, ttl, end, after - offset == 1
 
     def _splice(self, qid: bytes, variant: int, request_bits: int, question: bytes,
-                ans: Answer, edns: Edns | None, limit: int) -> bytes:
+                ans: Answer, edns: Edns | None, limit: int, tcp: bool) -> bytes:
+        index = _base(question, tcp) + ans.rcode
         opt = b""
         if edns is not None:
             variant |= _EDNS_VARIANT
@@ -411,6 +437,7 @@ class Handler:
             if (ans.opts is not None
                     and 12 + len(question) + len(ans.body) + len(ans.opts[0]) <= limit):
                 opt = ans.opts[edns[2]]
+                index += ans.ede_slot * _EDE_STEP
         if isinstance(ans, Explained):
             ans = ans.plain
         room = limit - 12 - len(question) - len(opt)
@@ -422,7 +449,7 @@ class Handler:
             fitting = ans.without_additional()
             if fitting is not None and fitting.size > room:
                 fitting = None
-        self.stats.rcodes[ans.rcode] += 1
+        self._counts[index] += 1
         if fitting is None:
             # Too big for this UDP client: TC set, with the whole records that fit.
             self.stats.truncated += 1
@@ -452,14 +479,17 @@ class Handler:
         return form
 
     def _error(self, qid: bytes, bits: int, rcode: int, question: bytes,
-               edns: Edns | None = None, badvers: bool = False, ede: bytes = b"") -> bytes:
+               edns: Edns | None = None, badvers: bool = False, ede: bytes = b"",
+               tcp: bool = False) -> bytes:
         """A response with no records (rcode other than NOERROR/NXDOMAIN, or BADVERS);
         ``ede``: an EDE option for an EDNS query (wire.ede)."""
-        self.stats.rcodes[16 if badvers else rcode] += 1
+        index = _base(question, tcp) + (16 if badvers else rcode)
         opt = b""
         if edns is not None:
             opt = self._opt_rr(bool(edns[2]), _BADVERS_HIGH if badvers else 0)
             if ede:
                 opt = opt[:-2] + ede
+                index += _EDE_SLOT.get(int.from_bytes(ede[6:8]), 1) * _EDE_STEP
+        self._counts[index] += 1
         head = _HEADER.pack(QR | bits | rcode, 1 if question else 0, 0, 0, 1 if opt else 0)
         return qid + head + question + opt

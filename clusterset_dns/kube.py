@@ -121,11 +121,18 @@ class Event:
 UNREAD_METADATA = ("annotations", "managedFields")
 
 
+# The one annotation that is read (convert.TRIGGER_TIME: the DNS programming delay).
+KEPT_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
+
+
 def drop_unread(obj: Any) -> None:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     if isinstance(meta, dict):
+        annotations = meta.get("annotations")
         for key in UNREAD_METADATA:
             meta.pop(key, None)
+        if isinstance(annotations, dict) and KEPT_ANNOTATION in annotations:
+            meta["annotations"] = {KEPT_ANNOTATION: annotations[KEPT_ANNOTATION]}
 
 
 def page_of(raw: Any) -> Page:

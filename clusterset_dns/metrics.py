@@ -3,6 +3,7 @@ they are turned into metric families here, at scrape time."""
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable, Iterator
 
 from prometheus_client import (
@@ -16,7 +17,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from clusterset_dns.cache import Cache
+from clusterset_dns import __version__
+from clusterset_dns import stats as counters
+from clusterset_dns.cache import NO_ENDPOINT, REJECTED, SERVED, Cache
 from clusterset_dns.stats import Stats
 
 RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
@@ -56,6 +59,17 @@ update_seconds = Histogram("clusterset_dns_update_seconds",
 http_evicted = Counter("clusterset_dns_http_connections_closed_total",
                        "/health, /ready, /metrics connections closed at the cap (the oldest "
                        "one without a request, or the new one)", registry=registry)
+# CoreDNS's kubernetes plugin exports the same measure (its
+# coredns_kubernetes_dns_programming_duration_seconds); buckets from 1 ms to 5 min.
+programming = Histogram("clusterset_dns_dns_programming_duration_seconds",
+                        "From an EndpointSlice's endpoints.kubernetes.io/last-change-trigger-"
+                        "time to the moment its answers are served, by the service kind of its "
+                        "import (ClusterSetIP, Headless)", ["service_kind"],
+                        buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                                 10, 30, 60, 120, 300), registry=registry)
+build_info = Gauge("clusterset_dns_build_info", "1, labelled with the version and Python",
+                   ["version", "python"], registry=registry)
+build_info.labels(__version__, platform.python_version()).set(1)
 notifies = Counter("clusterset_dns_notify_total",
                    "NOTIFY messages to --notify targets: sent (each try), acknowledged, failed "
                    "(no acknowledgement after every retry)", ["result"], registry=registry)
@@ -81,6 +95,28 @@ class ServerCollector(Collector):
         for code, name in RCODES.items():
             responses.add_metric([name], sum(s.rcodes[code] for s in every))
         yield responses
+        requests = CounterMetricFamily(
+            "clusterset_dns_requests", "DNS queries answered, by query type, transport "
+            "(udp, tcp) and rcode", labels=["type", "proto", "rcode"])
+        ede = CounterMetricFamily("clusterset_dns_answers_ede",
+                                  "Answers that carried an Extended DNS Error (RFC 8914), by "
+                                  "INFO-CODE", labels=["code"])
+        folded: dict[tuple[str, str, str], int] = {}
+        by_code: dict[int, int] = {}
+        for s in every:
+            for index, count in enumerate(s.requests):
+                if count:
+                    qtype, proto, info, rcode = counters.slot_of(index)
+                    label = (qtype, proto, RCODES.get(rcode, str(rcode)))
+                    folded[label] = folded.get(label, 0) + count
+                    if info is not None:
+                        by_code[info] = by_code.get(info, 0) + count
+        for label, count in sorted(folded.items()):
+            requests.add_metric(list(label), count)
+        yield requests
+        for info in sorted(c for c in counters.EDE_CODES if c is not None):
+            ede.add_metric([str(info)], by_code.get(info, 0))
+        yield ede
         yield CounterMetricFamily("clusterset_dns_truncated", "UDP responses sent with TC set",
                                   value=sum(s.truncated for s in every))
         yield GaugeMetricFamily("clusterset_dns_tcp_connections", "Open TCP connections",
@@ -129,6 +165,15 @@ class ServerCollector(Collector):
         for kind, count in self.cache.counts().items():
             objects.add_metric([kind], count)
         yield objects
+        states = GaugeMetricFamily("clusterset_dns_imports", "ServiceImports by state: served "
+                                   "(answers something), no_endpoint (no ready endpoint, or no "
+                                   "usable IP), rejected (never converted)", labels=["state"])
+        found = {SERVED: 0, NO_ENDPOINT: 0, REJECTED: 0}
+        for state in self.cache.states.values():
+            found[state] += 1
+        for state, count in found.items():
+            states.add_metric([state], count)
+        yield states
 
 
 def exposition() -> tuple[str, bytes]:

@@ -54,6 +54,7 @@ class Answer:
     __slots__ = ("body", "heads", "rcode", "size")
     # Our OPT records with an EDE option (see Explained); None: the plain OPT.
     opts: tuple[bytes, bytes] | None = None
+    ede_slot = 0  # no EDE (stats.EDE_CODES)
     # Where the additional section starts in ``body``; -1: there is none. Only
     # WithAdditional answers (SRV, NS) have one, so the millions of address answers
     # do not pay a slot for it.
@@ -102,13 +103,14 @@ class Explained(Answer):
     exact for EDNS queries (and errs small for the others, which get no OPT).
     Made by the handler on a first miss and remembered like the plain answer."""
 
-    __slots__ = ("opts", "plain")
+    __slots__ = ("ede_slot", "opts", "plain")
 
-    def __init__(self, plain: Answer, opts: tuple[bytes, bytes]) -> None:
+    def __init__(self, plain: Answer, opts: tuple[bytes, bytes], ede_slot: int) -> None:
         super().__init__(plain.heads, plain.body, plain.rcode)
         self.size += len(opts[0]) - OPT_LEN
         self.opts = opts
         self.plain = plain  # the same answer without the option (when it does not fit)
+        self.ede_slot = ede_slot  # where its INFO-CODE counts (stats.EDE_CODES)
 
 
 class WithAdditional(Answer):

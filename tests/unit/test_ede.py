@@ -164,6 +164,7 @@ def test_reasons_follow_rejections_and_deletions() -> None:
     cache.apply([PutRejected(IMPORT, ("prod", "bad"), ("prod", "bad"), "type 'X' is wrong")])
     assert ede_of(handler.handle(query(bad, "A", edns=0), False) or b"") == (
         24, "ServiceImport prod/bad rejected: type 'X' is wrong")
+    assert cache.states[("prod", "bad")] == "rejected"
     # A slice of "gone" refused: its empty answers name it.
     cache.apply([PutRejected(SLICE, ("prod", "gone-b"), ("prod", "gone"), "no addressType")])
     assert ede_of(handler.handle(query(GONE, "A", edns=0), False) or b"") == (
@@ -173,6 +174,7 @@ def test_reasons_follow_rejections_and_deletions() -> None:
         service_import("bad", ips=["10.9.9.9"])))])
     reply = handler.handle(query(bad, "A", edns=0), False)
     assert reply is not None and dns.message.from_wire(reply).answer
+    assert cache.states[("prod", "bad")] == "served"
     assert ("ServiceImport", ("prod", "bad")) not in cache.rejections
     # The refused slice deleted (PutRejected None), and the import deleted: no text left.
     cache.apply([PutRejected(SLICE, ("prod", "gone-b"), None, None),
@@ -213,3 +215,36 @@ def test_a_change_of_the_text_alone_moves_the_serial() -> None:
     cache.apply([PutImport(("prod", "web"), convert.service_import(changed)), SetSynced(True)])
     assert cache.zone.serial == serial
     assert cache.imports[("prod", "web")].resource_version == "77"
+
+
+def _families(cache: Any, handler: Handler) -> dict[str, dict[tuple[str, ...], float]]:
+    from clusterset_dns.metrics import ServerCollector
+
+    out: dict[str, dict[tuple[str, ...], float]] = {}
+    for family in ServerCollector(cache, handler.stats).collect():
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sample.labels.values())] = sample.value
+    return out
+
+
+def test_requests_and_ede_are_counted_on_every_path() -> None:
+    """Fast path, remembered response, slow path (an option), TCP, an error: each answer
+    counted once under its type, transport and rcode; EDE answers under their code."""
+    cache = build_cache(IMPORTS, SLICES)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    sent = [(query(GONE, "A", edns=0), False)] * 3  # worked out, then remembered twice
+    sent += [(query(GONE, "A"), False)]  # no OPT: NXDOMAIN without EDE
+    sent += [(query(WEB, "AAAA", edns=0, options=[dns.edns.ECSOption("10.0.0.0", 8)]), False)]
+    sent += [(query(WEB, "A", edns=0), True), (query(WEB, "SRV"), False)]
+    sent += [(query(WEB, "MX"), True), (query("x.example.", "A"), False)]  # NODATA, REFUSED
+    for data, tcp in sent:
+        assert handler.handle(data, tcp) is not None
+    families = _families(cache, handler)
+    assert families["clusterset_dns_requests_total"] == {
+        ("A", "udp", "NXDOMAIN"): 4, ("AAAA", "udp", "NOERROR"): 1,
+        ("A", "tcp", "NOERROR"): 1, ("SRV", "udp", "NOERROR"): 1,
+        ("other", "tcp", "NOERROR"): 1, ("A", "udp", "REFUSED"): 1}
+    assert families["clusterset_dns_answers_ede_total"] == {("0",): 4, ("14",): 0, ("24",): 0}
+    assert families["clusterset_dns_responses_total"][("NXDOMAIN",)] == 4
+    assert families["clusterset_dns_imports"] == {("served",): 2, ("no_endpoint",): 1,
+                                                  ("rejected",): 0}

@@ -32,7 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "udpbatch": set(),
     "logs": set(),
     "health": {"config"},
-    "metrics": {"cache", "stats"},
+    "metrics": {"__version__", "cache", "stats"},
     "manifests": {"cache", "convert", "model"},
     "rrs": {"wire"},
     "explain": {"cache", "handler", "model", "names", "rrs", "wire"},

@@ -286,7 +286,7 @@ def remembering(handler: Handler, seen: list[bytes]) -> tuple[udpbatch.BatchRead
         seen.append(data)
         return handler.handle(data, tcp)
 
-    return serve("127.0.0.1", handle, (handler.responses, handler.stats.rcodes))
+    return serve("127.0.0.1", handle, (handler.responses, handler.stats.requests))
 
 
 def test_a_remembered_response_is_sent_without_the_handler(

@@ -1,0 +1,86 @@
+"""The metrics operators graph, against a real API server: the DNS programming delay
+of an annotated EndpointSlice, imports by state, requests and EDE by code."""
+
+from __future__ import annotations
+
+import time
+
+import dns.message
+import dns.query
+import dns.rcode
+
+from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.peers import KubeAPI
+
+from .objects import a, endpoint_slice, fqdn, service_import
+
+TRIGGER = "endpoints.kubernetes.io/last-change-trigger-time"
+HISTOGRAM = "clusterset_dns_dns_programming_duration_seconds"
+
+
+def test_programming_duration_from_the_trigger_time(api: KubeAPI, namespace: str,
+                                                    server_for: type[ServerProcess]) -> None:
+    """A slice written with a trigger time 30 s in the past is observed once, in the
+    Headless kind, between 30 s and 30 s plus the time the test took; a slice without
+    the annotation is not observed at all."""
+    server = server_for().start()
+    server.wait_ready()
+    db = fqdn("db", namespace)
+    api.apply(service_import("db", namespace, type_="Headless"))
+    plain = endpoint_slice("db-plain", namespace, "db", "east", ["10.30.0.9"])
+    api.apply(plain)
+    expect(server, db, "A", "NOERROR", a(db, "10.30.0.9"))
+    assert server.metric(f"{HISTOGRAM}_count") == 0
+    started = time.time()
+    piece = endpoint_slice("db-east", namespace, "db", "east", ["10.30.0.1"])
+    piece["metadata"]["annotations"] = {
+        TRIGGER: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started - 30))}
+    api.apply(piece)
+    expect(server, db, "A", "NOERROR", a(db, "10.30.0.1", "10.30.0.9"))
+    wait_for(lambda: server.metric(f"{HISTOGRAM}_count", service_kind="Headless") == 1, 10,
+             "one observation")
+    took = time.time() - started
+    total = server.metric(f"{HISTOGRAM}_sum", service_kind="Headless")
+    # The annotation has whole seconds: the trigger lies up to 1 s before started - 30.
+    assert 30 <= total <= 31 + took, total
+    assert server.metric(f"{HISTOGRAM}_bucket", service_kind="Headless", le="30.0") == 0
+    assert server.metric(f"{HISTOGRAM}_bucket", service_kind="Headless", le="60.0") == 1
+    # The same object again (a relist, an update of another field): not observed twice.
+    piece["metadata"].setdefault("labels", {})["unrelated"] = "x"
+    api.apply(piece)
+    time.sleep(1)
+    assert server.metric(f"{HISTOGRAM}_count") == 1
+
+
+def test_imports_by_state_requests_and_ede(api: KubeAPI, namespace: str,
+                                           server_for: type[ServerProcess]) -> None:
+    server = server_for("--namespace", namespace).start()  # other tests' imports stay out
+    server.wait_ready()
+    api.apply(service_import("up", namespace, ips=["10.31.0.1"]))
+    api.apply(service_import("down", namespace, type_="Headless"))
+    api.apply(endpoint_slice("down-east", namespace, "down", "east", ["10.31.1.1"],
+                             ready=[False]))
+    up, down = fqdn("up", namespace), fqdn("down", namespace)
+    expect(server, up, "A", "NOERROR", a(up, "10.31.0.1"))
+    wait_for(lambda: server.metric("clusterset_dns_imports", state="no_endpoint") == 1, 10,
+             "the headless import without a ready endpoint")
+    assert server.metric("clusterset_dns_imports", state="served") == 1
+    before = server.metric("clusterset_dns_answers_ede_total", code="0")
+    for _ in range(3):  # the first worked out, then remembered: each one counted
+        assert edns_query(server, down, "A").rcode() == dns.rcode.NXDOMAIN
+    assert edns_query(server, up, "AAAA", tcp=True).rcode() == dns.rcode.NOERROR
+    assert server.ask(down, "A").rcode() == dns.rcode.NXDOMAIN  # no OPT: no EDE
+    assert server.metric("clusterset_dns_answers_ede_total", code="0") == before + 4
+    assert server.metric("clusterset_dns_requests_total", type="A", proto="udp",
+                         rcode="NXDOMAIN") >= 3
+    assert server.metric("clusterset_dns_requests_total", type="AAAA", proto="tcp",
+                         rcode="NOERROR") == 1
+    assert server.metric("clusterset_dns_build_info") == 1
+
+
+def edns_query(server: ServerProcess, name: str, rdtype: str,
+               tcp: bool = False) -> dns.message.Message:
+    message = dns.message.make_query(name, rdtype, use_edns=0)
+    if tcp:
+        return dns.query.tcp(message, server.host, port=server.port, timeout=2)
+    return dns.query.udp(message, server.host, port=server.port, timeout=2)
