@@ -8,10 +8,9 @@ Memory is read from /proc: VmHWM (the peak resident size) and VmRSS."""
 from __future__ import annotations
 
 import concurrent.futures
-import re
-from pathlib import Path
 from typing import Any
 
+from clusterset_dns_testkit.bench import procs
 from clusterset_dns_testkit.peers import KubeAPI
 
 V1BETA1 = "multicluster.x-k8s.io/v1beta1"
@@ -61,9 +60,9 @@ def write_objects(api: KubeAPI, namespace: str, slices: int, annotation_kib: int
 
 def memory_kib(pid: int) -> dict[str, int]:
     """VmHWM (peak) and VmRSS of a process, KiB."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    return {key: int(re.search(rf"^{key}:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
-            for key in ("VmHWM", "VmRSS")}
+    found = procs.status_kib(pid, "VmHWM", "VmRSS")
+    assert len(found) == 2, f"no memory figures for pid {pid} (gone?)"
+    return found
 
 
 def last_address(slices: int, generation: int) -> tuple[str, str]:

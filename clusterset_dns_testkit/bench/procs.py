@@ -46,17 +46,24 @@ def tree_cpu_seconds(root: int) -> float:
     return total / CLK_TCK
 
 
-def rss_kib(pid: int) -> int:
-    """The resident size (VmRSS) of one process, in KiB; 0 for a process that is gone.
-    The one reader of it for the tests and the benchmarks."""
+def status_kib(pid: int, *keys: str) -> dict[str, int]:
+    """Sizes from /proc/PID/status (VmRSS, VmHWM, ...), in KiB: the one reader of them
+    for the tests and the benchmarks. A process that is gone has none."""
+    found: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                key, _, rest = line.partition(":")
+                if key in keys:
+                    found[key] = int(rest.split()[0])
     except OSError:
         pass
-    return 0
+    return found
+
+
+def rss_kib(pid: int) -> int:
+    """The resident size (VmRSS) of one process, in KiB; 0 for a process that is gone."""
+    return status_kib(pid, "VmRSS").get("VmRSS", 0)
 
 
 def _pss_kb(pid: int) -> int:
