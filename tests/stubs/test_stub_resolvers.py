@@ -1,4 +1,6 @@
-"""Real stub resolvers against the server, directly and through a real CoreDNS ``forward``.
+"""Real stub resolvers against the server, directly and through a real CoreDNS ``forward``;
+and, for comparison, against CoreDNS serving the same objects itself (its ``kubernetes``
+plugin's ``multicluster`` zone, from a real kube-apiserver).
 
 Each client runs in its own mount namespace (``unshare -m``) with a resolv.conf that
 names the server, bind-mounted over /etc/resolv.conf: glibc (``getent ahosts``, and
@@ -22,14 +24,22 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dns.exception
 import pytest
 
 from clusterset_dns_testkit.dnsserver import ServerProcess
-from clusterset_dns_testkit.peers import CoreDNS, PeerError, cache_dir
+from clusterset_dns_testkit.peers import (
+    CoreDNS,
+    KubeAPI,
+    PeerError,
+    cache_dir,
+    kubernetes_corefile,
+)
 
 pytestmark = [
     pytest.mark.coredns,
@@ -63,7 +73,8 @@ SEEN: dict[tuple[str, str, str], int] = {}
 
 def _objects() -> list[dict[str, Any]]:
     def imp(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        # v1alpha1: what the mcs-api v0.5.0 CRD serves, for CoreDNS's own zone
+        return {"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceImport",
                 "metadata": {"name": name, "namespace": "stub"}, "spec": {**spec, "ports": HTTP}}
 
     def piece(name: str, service: str, family: str, endpoints: list[Any]) -> dict[str, Any]:
@@ -149,7 +160,8 @@ def _free_address(port: int = 53) -> str:
 
 @pytest.fixture(scope="module")
 def resolv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
-    """target ("ours", "coredns") -> a resolv.conf naming it; both servers running."""
+    """target -> a resolv.conf naming it, each server running: "ours", "coredns" (a
+    CoreDNS ``forward`` to ours) and "coredns-mc" (CoreDNS serving the objects itself)."""
     root = tmp_path_factory.mktemp("stubs")
     (root / "objects.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
                                                    "items": _objects()}))
@@ -157,6 +169,8 @@ def resolv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
     ours = ServerProcess("--manifests", str(root), host=ours_at, port=53)
     ours.start()
     core: CoreDNS | None = None
+    own: CoreDNS | None = None
+    api = KubeAPI()
     try:
         ours.wait_ready(timeout=60)
         core_at = _free_address()
@@ -166,20 +180,49 @@ def resolv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
             core = CoreDNS(corefile, port=53, host=core_at)
         except PeerError as exc:
             pytest.fail(f"CoreDNS did not start: {exc}")
+        api.__enter__()
+        api.install_crds(["mcs-api-v0.5.0"])
+        api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "stub"}})
+        for obj in _objects():
+            api.apply(obj)
+        own_at = _free_address()
+        try:
+            own = CoreDNS(kubernetes_corefile(api.kubeconfig, extra=f"bind {own_at}"), port=53,
+                          host=own_at)
+        except PeerError as exc:
+            pytest.fail(f"CoreDNS (kubernetes) did not start: {exc}")
+        _wait_synced(own)
         files = {}
-        for target, address in (("ours", ours_at), ("coredns", core_at)):
+        for target, address in (("ours", ours_at), ("coredns", core_at), ("coredns-mc", own_at)):
             path = root / f"resolv-{target}.conf"
             path.write_text(f"nameserver {address}\noptions timeout:2 attempts:2\n")
             files[target] = path
         yield files
     finally:
-        if core is not None:
-            core.close()
+        for peer in (own, core):
+            if peer is not None:
+                peer.close()
+        api.__exit__(None, None, None)
         ours.stop()
         if SEEN:
             print("\nwhat each client library got (records):")
             for (client, target, case), count in sorted(SEEN.items()):
                 print(f"  {client:8} {target:8} {case:12} {count}")
+
+
+def _wait_synced(core: CoreDNS, timeout: float = 60.0) -> None:
+    """Until CoreDNS's own zone holds every object (its informers catch up)."""
+    deadline = time.monotonic() + timeout
+    want = [(BIG, "A", len(BIG_IPS)), (DUAL, "AAAA", len(DUAL_V6)), (SMALL, "A", 1)]
+    while True:
+        try:
+            if all(sum(len(rrset) for rrset in core.query(name, rdtype, tcp=True).answer) == n
+                   for name, rdtype, n in want):
+                return
+        except (OSError, dns.exception.DNSException):
+            pass
+        assert time.monotonic() < deadline, "CoreDNS never served the objects"
+        time.sleep(0.3)
 
 
 def lookup(clients: dict[str, dict[str, list[str]]], resolv: dict[str, Path], client: str,
@@ -196,7 +239,7 @@ def lookup(clients: dict[str, dict[str, list[str]]], resolv: dict[str, Path], cl
     return got
 
 
-TARGETS = ["ours", "coredns"]
+TARGETS = ["ours", "coredns", "coredns-mc"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -253,7 +296,7 @@ def test_srv_of_200_endpoints(clients: dict[str, dict[str, list[str]]],
     SEEN[(client, target, "200 SRV")] = len(got)
     targets = [line.split()[3] for line in got]
     assert targets and set(targets) <= BIG_TARGETS and len(targets) == len(set(targets))
-    assert {tuple(line.split()[:3]) for line in got} == {("0", "1", "80")}
+    assert {line.split()[2] for line in got} == {"80"}  # CoreDNS's weight is 100 // 200 = 0
     if RETRIES_OVER_TCP[client]:
         assert set(targets) == BIG_TARGETS
 
