@@ -116,6 +116,8 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
                                   xfr.Counts(handler.stats.transfers))
         handler.transfers = True
         handler.udp_transfer = transfers.udp
+        if key is not None:
+            handler.signer = transfers  # signed SOA checks get signed answers
     return ProcessState(stop, cache, handler, transfers, journal)
 
 

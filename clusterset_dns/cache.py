@@ -221,10 +221,13 @@ class Zone:
     # far, by (key, rotation, room), at most CUT_FORMS_CAP; emptied like the others.
     cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
     cut_forms: dict[tuple[bytes, int, int], truncate.Form | None] = field(default_factory=dict)
+    # Moves with every change (a transfer's shared snapshot is reused while it holds).
+    generation: int = 0
 
     def changed(self) -> None:
         """Called after every change to what the zone answers (the serial moves with
         every rebuild; ``synced`` can flip without one)."""
+        self.generation += 1
         self.negatives.clear()
         self.responses.clear()
         self.responses_bytes = 0

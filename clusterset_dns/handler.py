@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from clusterset_dns import cache, wire
 from clusterset_dns import stats as counters
@@ -50,9 +51,26 @@ _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 # What handle() returns for an IXFR over UDP when transfers are served: the transport
 # asks again through ixfr_udp() with the peer's address (access control needs it).
 PEER_NEEDED = b""
-# (query, peer address, UDP size limit) -> the whole IXFR response in one message, or
-# None when it does not fit (see xfr.Transfers.udp)
+# (query, peer address, UDP size limit) -> the whole IXFR response in one message, None
+# when it does not fit (TC), DROP to send nothing (see xfr.Transfers.udp)
 UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
+DROP = b""
+TSIG = 250
+_NOTAUTH, _BADKEY = 9, 17
+_TSIG_ERROR_TAIL = struct.Struct("!HHHH")  # MAC size 0, original ID, error, other length 0
+
+
+class Signer(Protocol):
+    """TSIG for queries that are not transfers (xfr.Transfers): RFC 8945 5.3."""
+
+    room: int  # bytes the TSIG record takes in an answer
+
+    def verify(self, query: bytes, peer: str | None) -> tuple[bytes | None, Any]:
+        """(None, a context for sign) when the query's TSIG is good; else (the error
+        answer, or DROP, None). ``peer`` None: over TCP."""
+
+    def sign(self, response: bytes, context: Any) -> bytes:
+        """The response with its TSIG record."""
 
 Edns = tuple[int, int, int]  # (UDP payload size, version, DO bit) of a query's OPT
 
@@ -128,6 +146,8 @@ class Handler:
         # so that the client asks again over TCP, where access is checked.
         self.transfers = False
         self.udp_transfer: UdpTransfer | None = None  # set with transfers (app)
+        # Set with a TSIG key (app); without one a signed query gets NOTAUTH, BADKEY.
+        self.signer: Signer | None = None
         self._counts = self.stats.requests  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
@@ -291,12 +311,14 @@ class Handler:
     def ixfr_udp(self, data: bytes, peer: str) -> bytes | None:
         """The answer to a UDP query for which handle() returned PEER_NEEDED."""
         try:
-            return self._slow(data, False, peer)
+            return self._slow(data, False, peer) or None  # DROP: nothing
         except Exception:  # a bug must cost one answer, never the server
             self.stats.dropped += 1
             return None
 
-    def _slow(self, data: bytes, tcp: bool, peer: str | None = None) -> bytes | None:
+    def _slow(self, data: bytes, tcp: bool, peer: str | None = None, reserve: int = 0
+              ) -> bytes | None:
+        """``reserve``: bytes kept free of the size limit (for a TSIG record)."""
         size = len(data)
         if size < 12:
             self.stats.dropped += 1
@@ -310,7 +332,8 @@ class Handler:
         qdcount, ancount, nscount, arcount = _COUNTS.unpack_from(data, 4)
         # The whole message is walked first, so that every answer to an EDNS query,
         # errors included, carries an OPT (RFC 6891 7).
-        found, edns, well_formed = self._parse(data, qdcount, ancount + nscount, arcount)
+        found, edns, well_formed, tsig_at = self._parse(data, qdcount, ancount + nscount,
+                                                        arcount)
         question = found[0] if found is not None and qdcount == 1 else b""
         if flags & _OPCODE:
             # The question goes back too: a forwarder (CoreDNS) drops a reply without it.
@@ -328,6 +351,7 @@ class Handler:
             limit = _UDP_PLAIN
         else:
             limit = max(_UDP_PLAIN, min(edns[0], self.cap))
+        limit -= reserve
         qtype, qclass = struct.unpack_from("!HH", question, len(question) - 4)
         if qtype == wire.IXFR and self.transfers and not tcp and qclass == wire.CLASS_IN:
             # Over UDP only when it fits the client's limit (RFC 1995 2), else TC.
@@ -336,10 +360,12 @@ class Handler:
                     return PEER_NEEDED
                 answer = self.udp_transfer(data, peer, limit)
                 if answer is not None:
-                    return answer
+                    return answer  # (or DROP)
             self.stats.truncated += 1
             head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
             return qid + head + question + (self._opt[edns[2]] if edns else b"")
+        if tsig_at >= 0:
+            return self._signed(data, tcp, peer, tsig_at, question, request_bits, edns)
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
             return self._error(qid, request_bits, wire.REFUSED, question, edns, tcp=tcp)
         zone = self.zone
@@ -370,35 +396,84 @@ class Handler:
             assert ans is not None
         return self._splice(qid, _variant(data), request_bits, question, ans, edns, limit, tcp)
 
+    def _signed(self, data: bytes, tcp: bool, peer: str | None, tsig_at: int,
+                question: bytes, request_bits: int, edns: Edns | None) -> bytes | None:
+        """A TSIG-signed query that is not a transfer: verified, answered as if
+        unsigned within the room left for the TSIG record, the answer signed (RFC 8945
+        5.3). Over UDP the peer is needed first (the signer rate-limits sources)."""
+        signer = self.signer
+        if signer is None:
+            return self._badkey(data, tsig_at, question, request_bits, edns, tcp)
+        if not tcp and peer is None:
+            return PEER_NEEDED
+        error, context = signer.verify(data, None if tcp else peer)
+        if error is not None:
+            return error  # (or DROP)
+        arcount = _COUNTS.unpack_from(data, 4)[3] - 1
+        unsigned = data[:10] + arcount.to_bytes(2, "big") + data[12:tsig_at]
+        response = self._slow(unsigned, tcp, peer, signer.room)
+        return signer.sign(response, context) if response else response
+
+    def _badkey(self, data: bytes, tsig_at: int, question: bytes, request_bits: int,
+                edns: Edns | None, tcp: bool) -> bytes:
+        """NOTAUTH with an unsigned TSIG record carrying BADKEY (RFC 8945 5.2.1): we hold
+        no key. The record names the query's key and algorithm, with no MAC; a TSIG
+        record this cannot read gets FORMERR."""
+        qid = data[:2]
+        owner = walk_name(data, tsig_at)
+        algorithm = walk_name(data, owner[1] + 10) if owner is not None else None
+        if owner is None or algorithm is None or algorithm[1] + 10 > len(data):
+            return self._error(qid, request_bits, wire.FORMERR, question, edns, tcp=tcp)
+        at = algorithm[1]
+        mac_size = (data[at + 8] << 8) | data[at + 9]
+        if at + 12 + mac_size > len(data):
+            return self._error(qid, request_bits, wire.FORMERR, question, edns, tcp=tcp)
+        original_id = (data[at + 10 + mac_size] << 8) | data[at + 11 + mac_size]
+        rdata = (data[owner[1] + 10 : at + 8]  # algorithm, time signed, fudge
+                 + _TSIG_ERROR_TAIL.pack(0, original_id, _BADKEY, 0))
+        record = (data[tsig_at : owner[1]] + _RR_HEAD.pack(TSIG, 255, 0, len(rdata)) + rdata)
+        self._counts[_base(question, tcp) + _NOTAUTH] += 1
+        opt = self._opt_rr(bool(edns[2])) if edns is not None else b""
+        head = _HEADER.pack(QR | request_bits | _NOTAUTH, 1 if question else 0, 0, 0,
+                            1 + (1 if opt else 0))
+        return qid + head + question + opt + record
+
     @staticmethod
     def _parse(data: bytes, questions: int, records: int, additional: int
-               ) -> tuple[tuple[bytes, list[int]] | None, Edns | None, bool]:
+               ) -> tuple[tuple[bytes, list[int]] | None, Edns | None, bool, int]:
         """(the first question's bytes and label offsets, the query's OPT, whether the
-        whole message is well formed). No compression in a question: there is nothing
-        before it to point at. The OPT counts once found, even if what follows it is
-        malformed, so that the FORMERR carries it."""
+        whole message is well formed, where its TSIG record starts or -1). No
+        compression in a question: there is nothing before it to point at. The OPT
+        counts once found, even if what follows it is malformed, so that the FORMERR
+        carries it. A TSIG record anywhere but last is malformed (RFC 8945 5.1)."""
         size = len(data)
         offset = 12
         first: tuple[bytes, list[int]] | None = None
         for _ in range(questions):
             walked = walk_name(data, offset)
             if walked is None or walked[1] + 4 > size:
-                return first, None, False
+                return first, None, False, -1
             if first is None:
                 first = (data[offset : walked[1] + 4], walked[0])
             offset = walked[1] + 4
         edns: Edns | None = None
+        tsig_at = -1
+        last = records + additional - 1
         for index in range(records + additional):
             parsed = Handler._skip_rr(data, offset)
             if parsed is None:
-                return first, edns, False
+                return first, edns, False, -1
             rtype, rclass, ttl, end, root_owner = parsed
             if rtype == wire.OPT:
                 if index < records or edns is not None or not root_owner:
-                    return first, edns, False
+                    return first, edns, False, -1
                 edns = (rclass, (ttl >> 16) & 0xFF, (ttl >> 15) & 1)
+            elif rtype == TSIG:
+                if index != last or index < records:
+                    return first, edns, False, -1
+                tsig_at = offset
             offset = end
-        return first, edns, True
+        return first, edns, True, tsig_at
 
     def _in_zone(self, name: bytes, labels_at: list[int], base: int) -> bool:
         """Whether ``name`` is the apex or below it; ``labels_at`` are its labels' offsets

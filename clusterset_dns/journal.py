@@ -41,7 +41,8 @@ def diff_of(old_serial: int, new_serial: int, changes: list[Change]) -> Diff:
         new = set(rrs.answer_records(key, after)) if after is not None else set()
         removed.extend(old - new)
         added.extend(new - old)
-    return Diff(old_serial, new_serial, tuple(removed), tuple(added))
+    # Sorted here, once per update, so that sending a difference costs no sort.
+    return Diff(old_serial, new_serial, tuple(sorted(removed)), tuple(sorted(added)))
 
 
 class Journal:

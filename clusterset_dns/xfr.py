@@ -14,11 +14,13 @@ at most); dnspython reads the query and computes the TSIG MACs.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import struct
 import time
-from collections.abc import Coroutine, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +41,7 @@ from clusterset_dns.cache import Zone
 from clusterset_dns.config import ConfigError, Network
 from clusterset_dns.handler import walk_name
 from clusterset_dns.journal import Diff, Journal
+from clusterset_dns.zonedata import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,15 @@ MAX_MESSAGE = 65535
 TSIG_ROOM = 512  # kept free in every signed message for the TSIG record
 FUDGE = 300
 MAX_TRANSFERS = 16  # concurrent transfers per process; more are answered SERVFAIL
+# A transfer's turn on the loop (see Transfers._send_zone): measured, 16 concurrent
+# AXFRs of a 6 MB zone then add about a turn to other answers' wait.
+STEP_SECONDS = 0.0005
+CHUNK = 32  # records between two looks at the clock
+# UDP requests that need dnspython (IXFR, TSIG): per source and in all, a second.
+UDP_RATE, UDP_BURST = 10.0, 20.0
+UDP_TOTAL_RATE, UDP_TOTAL_BURST = 100.0, 200.0
+MAX_SOURCES = 4096
+MIN_RECORD = 12  # the smallest record a transfer sends: a pointer, the fixed part, no rdata
 _QTYPES = {wire.AXFR: "axfr", wire.IXFR: "ixfr"}
 _HEADER = struct.Struct("!HHHHH")  # flags and counts
 _QR, _AA = 0x8000, 0x0400
@@ -202,10 +214,75 @@ def with_serial(soa: rrs.Record, serial: int) -> rrs.Record:
     return soa._replace(rdata=rdata[:at] + serial.to_bytes(4, "big") + rdata[at + 4 :])
 
 
+class RateLimit:
+    """Token buckets for UDP requests that need dnspython (IXFR, TSIG): one per source
+    address and one for all. A source's bucket starts full; the table of sources is
+    bounded (full: it starts over, and the total still holds)."""
+
+    def __init__(self, rate: float = UDP_RATE, burst: float = UDP_BURST,
+                 total_rate: float = UDP_TOTAL_RATE, total_burst: float = UDP_TOTAL_BURST,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst = rate, burst
+        self.total_rate, self.total_burst = total_rate, total_burst
+        self.clock = clock
+        self.sources: dict[str, tuple[float, float]] = {}  # source -> (tokens, when)
+        self.total = (total_burst, clock())
+
+    def allow(self, source: str) -> bool:
+        now = self.clock()
+        tokens, when = self.total
+        total = min(self.total_burst, tokens + (now - when) * self.total_rate)
+        found = self.sources.get(source)
+        mine = self.burst if found is None else min(
+            self.burst, found[0] + (now - found[1]) * self.rate)
+        if total < 1 or mine < 1:
+            self.total = (total, now)
+            if found is not None:
+                self.sources[source] = (mine, now)
+            return False
+        if found is None and len(self.sources) >= MAX_SOURCES:
+            self.sources.clear()
+        self.total = (total - 1, now)
+        self.sources[source] = (mine - 1, now)
+        return True
+
+
+class Turns:
+    """At most one transfer step per iteration of the event loop, in FIFO order.
+
+    A step that finds the loop's turn taken waits; the next iteration (after the loop
+    has polled its sockets, so queries got their turn) hands it to the first waiter.
+    A plain lock would not do: a task that slept between steps finds it free and
+    runs in the same iteration as the others."""
+
+    def __init__(self) -> None:
+        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.taken = False
+
+    async def turn(self) -> None:
+        loop = asyncio.get_running_loop()
+        if not self.taken and not self.waiters:
+            self.taken = True
+            loop.call_soon(self._next)
+            return
+        waiter = loop.create_future()
+        self.waiters.append(waiter)
+        await waiter  # _next has marked the turn taken for us
+
+    def _next(self) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():  # (a cancelled transfer's)
+                waiter.set_result(None)
+                asyncio.get_running_loop().call_soon(self._next)
+                return
+        self.taken = False
+
+
 class Transfers:
     def __init__(self, zone: Zone, journal: Journal, allow: tuple[Network, ...],
                  key: dns.tsig.Key | None, counts: Counts,
-                 max_transfers: int = MAX_TRANSFERS) -> None:
+                 max_transfers: int = MAX_TRANSFERS, limit: RateLimit | None = None) -> None:
         self.zone = zone
         self.journal = journal
         self.allow = allow
@@ -215,6 +292,12 @@ class Transfers:
         self.max_transfers = max_transfers
         self.active = 0
         self.apex = _name(zone.apex_wire)
+        self.limit = limit if limit is not None else RateLimit()
+        # Bytes a TSIG record of our key takes in an answer (handler.Signer).
+        self.room = _tsig_size(key) if key is not None else 0
+        self.turns = Turns()  # see _send_zone
+        self._shared: Snapshot | None = None  # the snapshot running transfers share
+        self._sharing = 0
 
     def start(self, message: bytes, peer: str, sender: Sender
               ) -> Coroutine[Any, Any, None] | None:
@@ -222,24 +305,6 @@ class Transfers:
         if not qtype:
             return None
         return self._run(message, qtype, peer, sender)
-
-    def udp(self, message: bytes, peer: str, limit: int) -> bytes | None:
-        """An IXFR over UDP: the answer when it is one message of at most ``limit``
-        bytes (an error, up to date, or a small difference), else None (the handler
-        answers TC and the client asks again over TCP). Same checks as over TCP."""
-        collect = _Collect(limit)
-        run = self._run(message, wire.IXFR, peer, collect)
-        try:
-            run.send(None)  # the collector never suspends: this runs it to the end
-        except StopIteration:
-            pass
-        except _TooBig:
-            self.counts.add("ixfr", "udp-truncated")
-            return None
-        else:
-            run.close()
-            return None
-        return collect.messages[0] if len(collect.messages) == 1 else None
 
     def allowed(self, peer: str) -> bool:
         try:
@@ -250,36 +315,152 @@ class Transfers:
             address = address.ipv4_mapped
         return any(address in network for network in self.allow)
 
-    async def _run(self, message: bytes, qtype: int, peer: str, sender: Sender) -> None:
+    # -- checks shared by TCP and UDP ------------------------------------------------------
+
+    def _verified(self, message: bytes, kind: str, peer: str
+                  ) -> dns.message.Message | bytes:
+        """The query parsed, its TSIG verified; or the error answer to send."""
+        error = self._tsig_error(message)
+        if error == dns.rcode.FORMERR:
+            self.counts.add(kind, "formerr")
+            log.info("%s from %s rejected: TSIG MAC size out of bounds", kind.upper(), peer)
+            return _error(message, dns.rcode.FORMERR)
+        if error == BADKEY:
+            self.counts.add(kind, "notauth")
+            log.info("%s from %s rejected: TSIG: our key name with another algorithm",
+                     kind.upper(), peer)
+            return _error(message, dns.rcode.NOTAUTH, _tsig_error_record(message, BADKEY))
+        try:
+            return dns.message.from_wire(message, keyring=self.keyring)
+        except _TSIG_FAILURES as exc:
+            self.counts.add(kind, "notauth")
+            log.info("%s from %s rejected: TSIG: %s", kind.upper(), peer,
+                     exc or type(exc).__name__)
+            code = _TSIG_ERRORS.get(type(exc))
+            return _error(message, dns.rcode.NOTAUTH,
+                          _tsig_error_record(message, code) if code else b"")
+        except dns.exception.DNSException:
+            self.counts.add(kind, "formerr")
+            return _error(message, dns.rcode.FORMERR)
+
+    def _tsig_error(self, message: bytes) -> int | None:
+        """RFC 8945 5.2.1 and 5.2.2.1, checked before the MAC (dnspython takes a known
+        key name with another algorithm, or a MAC of the wrong size, for a bad MAC):
+        BADKEY, FORMERR, or None when neither applies."""
+        key = self.key
+        if key is None:
+            return None
+        try:
+            query = dns.message.from_wire(message, keyring=False)  # read, not verified
+        except dns.exception.DNSException:
+            return None
+        if query.tsig is None or query.tsig.name != key.name:
+            return None
+        rdata = query.tsig[0]
+        if rdata.algorithm != key.algorithm:
+            return BADKEY
+        digest = _DIGEST_SIZE.get(key.algorithm, 0)
+        if digest and not max(10, digest // 2) <= len(rdata.mac) <= digest:
+            return dns.rcode.FORMERR
+        return None
+
+    def _check(self, message: bytes, qtype: int, peer: str) -> dns.message.Message | bytes:
+        """The transfer query, allowed and verified; or the error answer to send."""
         kind = _QTYPES[qtype]
         if not self.allowed(peer):
             self.counts.add(kind, "refused")
             log.info("%s from %s refused: not in --allow-transfer", kind.upper(), peer)
-            await sender.send(_error(message, dns.rcode.REFUSED))
-            return
-        try:
-            query = dns.message.from_wire(message, keyring=self.keyring)
-        except (dns.tsig.PeerError, dns.tsig.BadSignature, dns.message.UnknownTSIGKey,
-                dns.tsig.BadTime) as exc:
-            self.counts.add(kind, "notauth")
-            log.info("%s from %s rejected: TSIG: %s", kind.upper(), peer, exc)
-            error = _TSIG_ERRORS.get(type(exc))
-            await sender.send(_error(message, dns.rcode.NOTAUTH,
-                                     _tsig_error(message, error) if error else b""))
-            return
-        except dns.exception.DNSException:
-            self.counts.add(kind, "formerr")
-            await sender.send(_error(message, dns.rcode.FORMERR))
-            return
+            return _error(message, dns.rcode.REFUSED)
+        query = self._verified(message, kind, peer)
+        if isinstance(query, bytes):
+            return query
         if self.key is not None and not query.had_tsig:
             self.counts.add(kind, "refused")
             log.info("%s from %s refused: not signed with the TSIG key", kind.upper(), peer)
-            await sender.send(_error(message, dns.rcode.REFUSED))
-            return
+            return _error(message, dns.rcode.REFUSED)
         qname = query.question[0].name
         if qname != self.apex or query.question[0].rdclass != dns.rdataclass.IN:
             self.counts.add(kind, "notauth")
-            await sender.send(_error(message, dns.rcode.NOTAUTH))
+            return _error(message, dns.rcode.NOTAUTH)
+        if qtype == wire.IXFR and _client_serial(query) is None:
+            self.counts.add(kind, "formerr")
+            return _error(message, dns.rcode.FORMERR)
+        return query
+
+    # -- TSIG-signed queries that are not transfers (handler.Signer) -----------------------
+
+    def verify(self, message: bytes, peer: str | None) -> tuple[bytes | None, Any]:
+        """(None, the context for :meth:`sign`) for a query signed with our key, else
+        (the error answer, None); (b"", None): drop it (a UDP source over its rate).
+        ``peer`` None: over TCP, not rate-limited."""
+        if peer is not None and not self.limit.allow(peer):
+            self.counts.add("signed", "limited")
+            return b"", None
+        query = self._verified(message, "signed", peer or "TCP")
+        if isinstance(query, bytes):
+            return query, None
+        if not query.had_tsig:  # no key of ours: _verified raised already
+            return _error(message, dns.rcode.NOTAUTH), None
+        self.counts.add("signed", "signed")
+        return None, query
+
+    def sign(self, response: bytes, context: Any) -> bytes:
+        """RFC 8945 5.3: the answer to a signed query, signed with the query's MAC."""
+        return self._sign(response, context, None)[0]
+
+    # -- UDP: one message, bounded work ----------------------------------------------------
+
+    def udp(self, message: bytes, peer: str, limit: int) -> bytes | None:
+        """An IXFR over UDP: the answer when it is one message of at most ``limit``
+        bytes (an error, up to date, or a small difference), None when it is not (the
+        handler answers TC and the client asks again over TCP), b"" to drop it (the
+        source or all sources over their rate). Same checks as over TCP.
+
+        The work is bounded by ``limit``, never by the zone: before anything is
+        encoded, the records are counted, and more than ``limit`` bytes' worth (each
+        takes at least MIN_RECORD) is TC at once."""
+        if not self.limit.allow(peer):
+            self.counts.add("ixfr", "udp-limited")
+            return b""
+        query = self._check(message, wire.IXFR, peer)
+        if isinstance(query, bytes):
+            return query if len(query) <= limit else None
+        room = limit - (self.room if self.key is not None else 0)
+        client = _client_serial(query)
+        assert client is not None  # _check
+        serial = self.zone.serial
+        soa = zonedata.soa(self.zone)
+        diffs = [] if _newer(client, serial) else self.journal.since(client, serial)
+        records: list[rrs.Record]
+        if diffs is None:
+            # AXFR form: only a zone of a few records could fit (never a snapshot here).
+            if len(self.zone.answers) * MIN_RECORD > room:
+                return self._udp_truncated()
+            records = [soa, *zonedata.take(self.zone).records(), soa]
+        elif not diffs:
+            records = [soa]
+        else:
+            if sum(len(d.removed) + len(d.added) + 2 for d in diffs) * MIN_RECORD > room:
+                return self._udp_truncated()
+            records = [soa, *_ixfr_body(soa, diffs), soa]
+        messages = [m for m in self._messages(query, records, room) if m]
+        if len(messages) != 1 or len(messages[0]) > limit:
+            return self._udp_truncated()
+        result = "full" if diffs is None else "incremental" if diffs else "uptodate"
+        self.counts.add("ixfr", result)
+        return messages[0]
+
+    def _udp_truncated(self) -> bytes | None:
+        self.counts.add("ixfr", "udp-truncated")
+        return None
+
+    # -- TCP -----------------------------------------------------------------------------
+
+    async def _run(self, message: bytes, qtype: int, peer: str, sender: Sender) -> None:
+        kind = _QTYPES[qtype]
+        query = self._check(message, qtype, peer)
+        if isinstance(query, bytes):
+            await sender.send(query)
             return
         if self.active >= self.max_transfers:
             self.counts.add(kind, "busy")
@@ -291,48 +472,92 @@ class Transfers:
         finally:
             self.active -= 1
 
+    def _take(self) -> Snapshot:
+        """The snapshot of the zone as it is now, shared by every transfer that runs
+        on this version (one copy of the answer table, not one per transfer)."""
+        shared = self._shared
+        zone = self.zone
+        if (shared is None or shared.generation != zone.generation
+                or shared.serial != zone.serial):
+            shared = self._shared = zonedata.take(zone)
+            self._sharing = 0
+        self._sharing += 1
+        return shared
+
+    def _untake(self, snap: Snapshot) -> None:
+        if snap is self._shared:
+            self._sharing -= 1
+            if self._sharing <= 0:
+                self._shared = None  # the old answers it holds can go
+
     async def _send_zone(self, query: dns.message.Message, kind: str, sender: Sender) -> None:
-        # The snapshot and the journal's chain are taken here, in one step.
-        snap = zonedata.take(self.zone)
-        soa = snap.soa
+        """Transfers take turns (:class:`Turns`) to encode at most STEP_SECONDS of their
+        answers, one turn per iteration of the loop, so the loop polls for queries
+        between any two steps of any transfers: 16 transfers add one step to an
+        answer's wait, not sixteen 64 KiB messages."""
+        turns = self.turns
         diffs: list[Diff] | None = None
-        if kind == "ixfr":
-            client = _client_serial(query)
-            if client is None:
-                self.counts.add(kind, "formerr")
-                await sender.send(_error(query.to_wire(), dns.rcode.FORMERR))
-                return
-            diffs = self.journal.since(client, snap.serial)
-        if diffs is None:
-            result = "full"
-            records: Iterable[rrs.Record] = _chain([soa], snap.records(), [soa])
-        elif not diffs:
-            result = "uptodate"
-            records = [soa]
-        else:
-            result = "incremental"
-            records = _chain([soa], _ixfr_body(soa, diffs), [soa])
-        sent = 0
-        for message in self._messages(query, records):
-            await sender.send(message)
-            sent += len(message)
+        await turns.turn()
+        # The snapshot and the journal's chain are taken here, in one step.
+        snap = self._take()
+        try:
+            soa = snap.soa
+            if kind == "ixfr":
+                client = _client_serial(query)
+                assert client is not None  # _check
+                diffs = ([] if _newer(client, snap.serial)
+                         else self.journal.since(client, snap.serial))
+            if diffs is None:
+                result = "full"
+                records: Iterable[rrs.Record] = _chain([soa], snap.records(), [soa])
+            elif not diffs:
+                result = "uptodate"
+                records = [soa]
+            else:
+                result = "incremental"
+                records = _chain([soa], _ixfr_body(soa, diffs), [soa])
+            sent = 0
+            messages = self._messages(query, records)
+            done = False
+            while not done:
+                ready: list[bytes] = []
+                await turns.turn()
+                deadline = time.perf_counter() + STEP_SECONDS
+                for message in messages:
+                    if message:
+                        ready.append(message)
+                    if time.perf_counter() > deadline:
+                        break
+                else:
+                    done = True
+                for message in ready:
+                    await sender.send(message)
+                    sent += len(message)
+        finally:
+            self._untake(snap)
         self.counts.add(kind, result)
         log.info("%s of serial %d: %s, %d bytes", kind.upper(), snap.serial, result, sent)
 
-    def _messages(self, query: dns.message.Message,
-                  records: Iterable[rrs.Record]) -> Iterator[bytes]:
+    def _messages(self, query: dns.message.Message, records: Iterable[rrs.Record],
+                  limit: int = 0) -> Iterator[bytes]:
+        """The messages of the answer; with ``limit`` 0 the TCP size less the TSIG room.
+        Yields b"" between records now and then (about every CHUNK records): a chance
+        for the caller to stop encoding for a while."""
         flags = _QR | _AA | (query.flags & dns.flags.RD)
-        limit = MAX_MESSAGE - (TSIG_ROOM if self.key is not None else 0)
+        if not limit:
+            limit = MAX_MESSAGE - (TSIG_ROOM if self.key is not None else 0)
         q = query.question[0]
         # The question as asked (its case kept), in the first message.
         question = bytes(q.name.to_wire() or b"") + struct.pack("!HH", q.rdtype, q.rdclass)
         writer = MessageWriter(struct.pack("!HH", query.id, flags), question, limit)
         ctx: Any = None
-        for record in records:
+        for count, record in enumerate(records, 1):
             done = writer.add(record)
             if done is not None:
                 message, ctx = self._sign(done, query, ctx)
                 yield message
+            if count % CHUNK == 0:
+                yield b""
         message, ctx = self._sign(writer.finish(), query, ctx)
         yield message
 
@@ -340,7 +565,7 @@ class Transfers:
         """RFC 8945 5.3.1: every message of the transfer signed, each MAC chained to the
         previous one (dnspython's multi-message context) and the first to the query's."""
         key = self.key
-        if key is None:
+        if key is None or not query.had_tsig:
             return message, None
         tsig = dns.rdtypes.ANY.TSIG.TSIG(dns.rdataclass.ANY, dns.rdatatype.TSIG, key.algorithm,
                                          0, FUDGE, b"", query.id, 0, b"")
@@ -353,21 +578,17 @@ class Transfers:
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record, ctx
 
 
-class _TooBig(Exception):
-    """An IXFR over UDP grew past one message of the client's limit."""
+def _newer(client: int, ours: int) -> bool:
+    """Whether the client's serial is after ours (RFC 1982): RFC 1995 2 then wants our
+    SOA alone, not the whole zone."""
+    return 0 < (client - ours) % 2**32 < 2**31
 
 
-class _Collect:
-    """A Sender for UDP: keeps the one message that fits, stops the transfer otherwise."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.messages: list[bytes] = []
-
-    async def send(self, message: bytes) -> None:
-        if self.messages or len(message) > self.limit:
-            raise _TooBig
-        self.messages.append(message)
+def _tsig_size(key: dns.tsig.Key) -> int:
+    """The bytes of a TSIG record of ``key`` with a full MAC and no other data."""
+    name = len(_wire_name(key.name))
+    algorithm = len(_wire_name(key.algorithm))
+    return name + 10 + algorithm + 6 + 2 + 2 + _DIGEST_SIZE.get(key.algorithm, 64) + 6
 
 
 def _wire_name(name: dns.name.Name) -> bytes:
@@ -383,9 +604,9 @@ def _ixfr_body(soa: rrs.Record, diffs: list[Diff]) -> Iterator[rrs.Record]:
     """Each difference: the old SOA, what left, the new SOA, what joined (RFC 1995 4)."""
     for diff in diffs:
         yield with_serial(soa, diff.old_serial)
-        yield from sorted(diff.removed)
+        yield from diff.removed  # sorted by the journal
         yield with_serial(soa, diff.new_serial)
-        yield from sorted(diff.added)
+        yield from diff.added
 
 
 def _client_serial(query: dns.message.Message) -> int | None:
@@ -397,11 +618,17 @@ def _client_serial(query: dns.message.Message) -> int | None:
 
 # RFC 8945 5.2: the TSIG error a bad request gets, in an unsigned TSIG record (BADTIME
 # wants a signed answer: it gets a plain NOTAUTH instead).
-_TSIG_ERRORS: dict[type[Exception], int] = {dns.tsig.BadSignature: 16,
-                                            dns.message.UnknownTSIGKey: 17}
+BADSIG, BADKEY = 16, 17
+_TSIG_ERRORS: dict[type[Exception], int] = {dns.tsig.BadSignature: BADSIG,
+                                            dns.message.UnknownTSIGKey: BADKEY,
+                                            dns.tsig.BadKey: BADKEY,
+                                            dns.tsig.BadAlgorithm: BADKEY}
+_TSIG_FAILURES = (dns.tsig.PeerError, dns.tsig.BadSignature, dns.message.UnknownTSIGKey,
+                  dns.tsig.BadTime, dns.tsig.BadKey, dns.tsig.BadAlgorithm)
+_DIGEST_SIZE = {dns.tsig.HMAC_SHA256: 32}
 
 
-def _tsig_error(message: bytes, error: int) -> bytes:
+def _tsig_error_record(message: bytes, error: int) -> bytes:
     """The request's TSIG record turned into the error answer's: same key name,
     algorithm and time, no MAC, ``error``; b"" when the request's cannot be found."""
     try:

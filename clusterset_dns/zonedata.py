@@ -1,8 +1,10 @@
 """One consistent snapshot of the zone as records, for zone transfers.
 
-The snapshot copies the (key, answer) pairs in one synchronous step: answers
-are immutable and an update replaces them, so a transfer that yields to the
-loop between messages never sees a later change. Records are decoded from the
+The snapshot copies the keys and the answers in one synchronous step (two
+lists: 16 bytes a key, against 72 for a list of pairs): answers are immutable
+and an update replaces them, so a transfer that yields to the loop between
+messages never sees a later change. Transfers of one version of the zone share
+its snapshot (see :mod:`xfr`). Records are decoded from the
 stored answers (:mod:`rrs`) as they are sent, so a transfer carries exactly
 the records ``dump`` prints, and a large zone is not decoded all at once.
 """
@@ -20,11 +22,13 @@ from clusterset_dns.cache import Zone
 class Snapshot:
     serial: int
     soa: rrs.Record  # the apex SOA with ``serial``
-    items: list[tuple[bytes, wire.Answer]]
+    keys: list[bytes]
+    answers: list[wire.Answer]
+    generation: int  # Zone.generation when taken
 
     def records(self) -> Iterator[rrs.Record]:
         """Every record of the zone but the SOA, grouped by RRset."""
-        for key, answer in self.items:
+        for key, answer in zip(self.keys, self.answers, strict=True):
             if key[-4:-2] == _SOA_TYPE:
                 continue
             yield from rrs.answer_records(key, answer)
@@ -37,7 +41,12 @@ def soa_key(zone: Zone) -> bytes:
     return zone.apex_wire + wire.SOA.to_bytes(2, "big") + wire.CLASS_IN.to_bytes(2, "big")
 
 
+def soa(zone: Zone) -> rrs.Record:
+    """The apex SOA record as it is now (O(1): no snapshot)."""
+    return next(iter(rrs.answer_records(soa_key(zone), zone.answers[soa_key(zone)])))
+
+
 def take(zone: Zone) -> Snapshot:
-    items = list(zone.answers.items())
-    soa = next(iter(rrs.answer_records(soa_key(zone), zone.answers[soa_key(zone)])))
-    return Snapshot(zone.serial, soa, items)
+    answers = zone.answers
+    return Snapshot(zone.serial, soa(zone), list(answers), list(answers.values()),
+                    zone.generation)
