@@ -138,19 +138,54 @@ def snapshot(cache: Cache) -> list[Op]:
 class Sink:
     """Where a source's ops go: this process's cache, then every worker's. When this
     process's apply raises (a bug), the workers do not get the update; the source's
-    recovery (a relist that rebuilds) reaches them all."""
+    recovery (a relist that rebuilds) reaches them all.
+
+    The serial steps at most once a second and never runs ahead of the clock (unix
+    time): an update that comes while the serial already holds this second waits for
+    the next one (at most a second), with every other update of that second, and
+    all of them are one step: one serial, one journal difference, one NOTIFY. The
+    update that completes the first sync is applied at once (start-up does not wait)
+    and steps one past the clock (see Cache._rebuild_all): above every serial a
+    previous run or another replica handed out, which were at most their clock."""
 
     def __init__(self, cache: Cache, pool: workers.WorkerPool,
                  on_serial: Callable[[], None] = lambda: None) -> None:
         self.cache = cache
         self.pool = pool
         self.on_serial = on_serial
+        self.clock = cache.clock
         self.synced = asyncio.Event()
         # The start-up window (see serve): the cyclic collector is off, and the first
         # sync freezes what the load left without a full collection.
         self.starting = False
+        self.held: list[Op] = []  # updates waiting for the next second
+        self._timer: asyncio.TimerHandle | None = None
 
     def apply(self, ops: list[Op]) -> None:
+        completes_sync = not self.synced.is_set() and any(
+            isinstance(op, SetSynced) and op.synced for op in ops)
+        if not completes_sync and int(self.clock()) <= self.cache.zone.serial:
+            self.held.extend(ops)
+            if self._timer is None:
+                # The next second of the clock; at most a second whatever the serial
+                # (a clock set back must not hold answers for longer).
+                wait = min(1.0, self.cache.zone.serial + 1 - self.clock())
+                self._timer = asyncio.get_running_loop().call_later(
+                    max(0.0, wait) + 0.001, self.flush)
+            return
+        self.held.extend(ops)
+        self.flush()
+
+    def flush(self) -> None:
+        """Applies the updates held for the next second (now)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.held:
+            ops, self.held = self.held, []
+            self._apply(ops)
+
+    def _apply(self, ops: list[Op]) -> None:
         started = time.perf_counter()
         serial = self.cache.zone.serial
         try:

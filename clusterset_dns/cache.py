@@ -248,11 +248,14 @@ class Cache:
     def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = (),
                  log_rejected: bool = True, cluster_id: str | None = None,
                  topology_zone: str | None = None, node_name: str | None = None,
-                 serve_terminating: bool = False) -> None:
+                 serve_terminating: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
         """``log_rejected=False``: a worker process, whose parent already logged what
         the same update rejected (the result still reports it). ``cluster_id`` and
         ``topology_zone``: where the server runs, as configured (changed later by ops);
-        ``node_name`` and ``serve_terminating``: as configured, never changed."""
+        ``node_name`` and ``serve_terminating``: as configured, never changed.
+        ``clock``: unix time, for the serial."""
+        self.clock = clock
         self.builder = RecordBuilder(zone_names, ttl)
         self.builder.cluster_id = cluster_id
         self.builder.topology_zone = topology_zone
@@ -291,7 +294,7 @@ class Cache:
         # empties the list.
         self.record_programming = False
         self.programmed: list[tuple[str, float]] = []
-        self._set_serial(int(time.time()))
+        self._set_serial(int(clock()))
 
     # -- applying changes ----------------------------------------------------------------
 
@@ -303,16 +306,21 @@ class Cache:
         rejected: list[Rejected] = []
         self._forced_serial = None
         old_serial = self.zone.serial
+        was_synced = self.zone.synced
         try:
             for op in ops:
                 self._apply_one(op, dirty, rejected)
         finally:
             # Even when an op raised (a bug): what was stored so far gets its answers.
-            failures = self._rebuild_all(dirty)
+            failures = self._rebuild_all(dirty, not was_synced and self.zone.synced)
             if self.zone.serial != old_serial and self.on_change is not None:
                 changes, self._changes = self._changes, []
-                self.on_change(old_serial, self.zone.serial,
-                               changes if self.zone.synced else None)
+                # No history from before the first sync (half-loaded zones), nor of the
+                # update that completes it: the serial before it is this start's, which
+                # a previous run (or another replica) may have handed out for other data,
+                # and an IXFR from it would replay this load onto that.
+                history = was_synced and self.zone.synced
+                self.on_change(old_serial, self.zone.serial, changes if history else None)
             self._changes = []
         if failures:
             raise RebuildError(f"{len(failures)} service(s) could not be rebuilt, e.g. "
@@ -538,12 +546,14 @@ class Cache:
 
     # -- rebuilding -----------------------------------------------------------------------
 
-    def _rebuild_all(self, dirty: set[ObjectKey]) -> list[tuple[ObjectKey, Exception]]:
+    def _rebuild_all(self, dirty: set[ObjectKey], syncing: bool = False
+                     ) -> list[tuple[ObjectKey, Exception]]:
         """Rebuilds every service in ``dirty``, each on its own: one that raises keeps
-        its previous answers whole and does not stop the others."""
+        its previous answers whole and does not stop the others. ``syncing``: this
+        update completes the sync (the serial steps, see below)."""
         failures: list[tuple[ObjectKey, Exception]] = []
         forced = self._forced_serial
-        if not dirty:
+        if not dirty and not (syncing and forced is None):
             if forced is not None and forced != self.zone.serial:
                 self._set_serial(forced)
             return failures
@@ -555,11 +565,14 @@ class Cache:
                 self._failed.add(service)
             else:
                 self._failed.discard(service)
-        # Time-based and always increasing (RFC 1982 arithmetic never sees a step back):
-        # a restarted server starts above the serials it handed out before, unless its
-        # zone changed more than once a second on average.
+        # Time-based and always increasing (RFC 1982 arithmetic never sees a step back).
+        # app.Sink applies updates at most once a second, so this is the clock's second.
+        # The sync steps one past it: every serial a previous run of this server (or
+        # another replica) handed out was at most its clock, so a restart, however
+        # quick, starts above them; the next update then waits for the clock.
+        ahead = 1 if syncing else 0
         self._set_serial(forced if forced is not None
-                         else max(self.zone.serial + 1, int(time.time())))
+                         else max(self.zone.serial + 1, int(self.clock()) + ahead))
         now = time.time()
         for service in dirty:
             if service in self._built:

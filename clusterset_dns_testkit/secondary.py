@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -126,6 +127,15 @@ zone:
                     found.append((int(match.group(1)), int(match.group(2))))
                 ixfr = False
         return found
+
+    def refresh(self) -> None:
+        """Forces a refresh now (``knotc zone-refresh``): the SOA query Knot's refresh
+        timer sends, then a transfer if the primary's serial is newer."""
+        knotc = shutil.which("knotc")
+        if knotc is None:
+            raise RuntimeError("knotc not installed (apt-get install -y knot)")
+        subprocess.run([knotc, "-s", str(self.dir / "knot.sock"), "zone-refresh", ZONE],
+                       check=True, capture_output=True, timeout=30)
 
     def stop(self) -> None:
         self.proc.stop()

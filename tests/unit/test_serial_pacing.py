@@ -1,0 +1,146 @@
+"""The serial steps at most once a second and never runs ahead of the clock (app.Sink):
+updates within a second wait for the next one and are one step, one journal
+difference. The clock is the seam: a test clock moves by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from ipaddress import ip_address
+
+from clusterset_dns import app, workers
+from clusterset_dns.cache import Cache, Op, PutImport, PutSlice, SetSynced
+from clusterset_dns.config import Config
+from clusterset_dns.journal import Journal
+from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
+from clusterset_dns.names import ZoneNames
+
+HTTP = (Port("http", "tcp", 80),)
+START = 2_000_000_000.25  # the test clock's start (unix time)
+
+
+def headless(name: str, addresses: list[str]) -> list[Op]:
+    endpoints = tuple(Endpoint((ip_address(a),), None) for a in addresses)
+    return [PutImport(("ns", name), ServiceImport("ns", name, ServiceType.HEADLESS, (), HTTP)),
+            PutSlice(("ns", f"{name}-east"),
+                     EndpointSlice("ns", f"{name}-east", name, "east", endpoints, HTTP))]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def sink() -> tuple[app.Sink, Cache, Journal, Clock, list[int]]:
+    clock = Clock()
+    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock)
+    journal = Journal(1000)
+    cache.on_change = journal.record
+    pool = workers.WorkerPool(Config(), 0, app.WORKER_ENTRY, lambda: [])
+    notified: list[int] = []
+    return (app.Sink(cache, pool, lambda: notified.append(cache.zone.serial)), cache,
+            journal, clock, notified)
+
+
+def test_updates_within_a_second_wait_for_the_next_and_are_one_step() -> None:
+    async def main() -> None:
+        s, cache, journal, clock, notified = sink()
+        s.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])  # the first sync: at once
+        first = cache.zone.serial
+        assert first == int(clock()) + 1  # one past the clock: above any previous run's
+        clock.now += 1.0  # the sync's second: held
+        s.apply(headless("web", ["10.0.0.9"]))
+        assert s.held and cache.zone.serial == first
+        clock.now += 1.0  # past it: applied at once (with what was held)
+        s.apply(headless("web", ["10.0.0.2"]))
+        second = cache.zone.serial
+        assert second == int(clock()) and not s.held
+        clock.now += 0.3  # the same second: held
+        s.apply(headless("web", ["10.0.0.3"]))
+        s.apply(headless("api", ["10.0.1.1"]))
+        assert cache.zone.serial == second and len(s.held) == 4
+        clock.now += 0.7  # the next second (the timer's moment): one step for both
+        s.flush()
+        assert cache.zone.serial == second + 1 == int(clock())
+        diffs = journal.since(second, cache.zone.serial)
+        assert diffs is not None and len(diffs) == 1
+        assert notified == [first, second, second + 1]
+        chain = journal.since(first, cache.zone.serial)  # the held update and the next
+        assert chain is not None and len(chain) == 2  # one: one step
+
+    asyncio.run(main())
+
+
+def test_an_update_storm_never_puts_the_serial_ahead_of_the_clock() -> None:
+    """300 updates over 3 seconds (the old rule, max(previous + 1, time), ended 297
+    seconds ahead: a restarted server started below what its secondaries held)."""
+    async def main() -> None:
+        s, cache, journal, clock, _ = sink()
+        s.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
+        clock.now += 2.0
+        synced = cache.zone.serial
+        steps = set()
+        for i in range(300):
+            clock.now += 0.01
+            if s.held and int(clock()) > cache.zone.serial:
+                s.flush()  # what the timer does once the clock passes the serial
+            s.apply(headless("web", [f"10.1.{i // 250}.{i % 250 + 1}"]))
+            assert cache.zone.serial <= int(clock())
+            steps.add(cache.zone.serial)
+        clock.now += 1.0
+        s.flush()
+        assert cache.zone.serial <= int(clock())
+        assert len(steps | {cache.zone.serial}) <= 5  # about one step a second
+        # Every step is in the journal, one chain: IXFR from any of them works.
+        assert journal.since(synced, cache.zone.serial)
+
+    asyncio.run(main())
+
+
+def test_the_timer_applies_held_updates_within_a_second() -> None:
+    async def main() -> None:
+        s, cache, _, _, _ = sink()
+        s.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
+        # The real clock's run of the timer: the test clock says the serial is a
+        # second ahead, so the wait is the bound (one second).
+        s.apply(headless("web", ["10.0.0.2"]))
+        assert s.held
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while s.held and loop.time() - started < 5:
+            await asyncio.sleep(0.05)
+        assert not s.held  # applied (after at most about a second)
+        assert any(b"10-0-0-2" in key for key in cache.zone.answers)
+
+    asyncio.run(main())
+
+
+def test_the_update_completing_the_first_sync_is_never_held() -> None:
+    async def main() -> None:
+        s, cache, _, clock, _ = sink()
+        s.apply(headless("web", ["10.0.0.1"]))  # a first list's page in the start's
+        assert s.held  # second: held
+        s.apply([SetSynced(True)])  # the sync: everything at once
+        assert not s.held and cache.zone.synced and s.synced.is_set()
+        assert any(b"10-0-0-1" in key for key in cache.zone.answers)
+        assert cache.zone.serial == int(clock()) + 1  # at most one ahead, for this second
+
+    asyncio.run(main())
+
+
+def test_no_ixfr_history_from_the_serial_a_process_starts_with() -> None:
+    """A restart may start at the serial its previous run ended on (other data): the
+    update completing the first sync is no difference, so an IXFR from that serial
+    gets the whole zone, never this load replayed onto the old data."""
+    clock = Clock()
+    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock)
+    journal = Journal(10)
+    cache.on_change = journal.record
+    start = cache.zone.serial
+    cache.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
+    assert cache.zone.serial != start and journal.since(start, cache.zone.serial) is None
+    synced = cache.zone.serial
+    cache.apply(headless("web", ["10.0.0.2"]))  # then, differences as usual
+    assert journal.since(synced, cache.zone.serial)
