@@ -309,6 +309,34 @@ def _fat_objects_section(path: Path, result: Result, root: Path) -> list[str]:
               f"{r['peak_watch_mib']} | {r['rss_watched_mib']} |" for r in d["rows"])]
 
 
+def _xfr_load_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    rows = [("this code", d["ours"])]
+    if "baseline" in d:
+        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    lines = [*_facts(path, result, root), "",
+             f"A zone of {d['services']} headless services x {d['endpoints']} endpoints "
+             f"({rows[0][1]['answer_keys']:,} answer keys, an AXFR of "
+             f"{rows[0][1]['axfr']['axfr_bytes'] / 1e6:.1f} MB); one unrelated name asked "
+             f"back to back: idle, with {d['transfers']} AXFRs at once, after 3,000 UDP "
+             "IXFRs sent at once.", "",
+             "| code | phase | answers | timeouts | p50 ms | p99 ms | max ms | longest gap s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, r in rows:
+        for phase in ("idle", "axfr", "udp_ixfr_flood"):
+            f = r[phase]
+            lines.append(f"| {name} | {phase} | {f['answers']:,} | {f['timeouts']} | "
+                         f"{f['p50_ms']:.3f} | {f['p99_ms']:.3f} | {f['max_ms']:.1f} | "
+                         f"{f['longest_gap_s']:.3f} |")
+    lines += ["", "| code | first open transfer KiB | each further one KiB |",
+              "| --- | ---: | ---: |"]
+    for name, r in rows:
+        m = r["memory"]
+        lines.append(f"| {name} | {m['first_transfer_kib']:,} | "
+                     f"{m['each_further_transfer_kib']:,.0f} |")
+    return lines
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -320,6 +348,8 @@ SECTIONS = (
     ("locality", "Cluster id changes", "python bench/locality.py", _locality_section),
     ("manifest_poll", "Polling many manifest files", "python bench/manifest_poll.py",
      _manifest_poll_section),
+    ("xfr_load", "Answers during zone transfers", "python bench/xfr_load.py",
+     _xfr_load_section),
     ("fat_objects", "Large objects: memory while listing and watching",
      "python bench/fat_objects.py", _fat_objects_section),
 )
