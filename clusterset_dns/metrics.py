@@ -139,8 +139,10 @@ class ServerCollector(Collector):
                                 "Worker processes that should serve and do not (restarting)",
                                 value=self.workers_missing())
         transfers = CounterMetricFamily(
-            "clusterset_dns_transfers", "Zone transfers asked for, by type (axfr, ixfr) and "
-            "result (full, incremental, uptodate, refused, notauth, formerr, busy)",
+            "clusterset_dns_transfers", "Zone transfers asked for, by type (axfr, ixfr; "
+            "signed: a TSIG-signed query that is not a transfer) and result (full, "
+            "incremental, uptodate, refused, notauth, formerr, busy, udp-truncated, "
+            "udp-limited, signed, limited)",
             labels=["type", "result"])
         totals: dict[tuple[str, str], int] = {}
         for s in every:
