@@ -12,6 +12,7 @@ import dns.message
 import dns.rrset
 import pytest
 
+from clusterset_dns import cache as cache_module
 from clusterset_dns import convert, truncate, udpbatch, wire
 from clusterset_dns.cache import (
     Cache,
@@ -344,3 +345,16 @@ def test_local_first_srv_keeps_the_local_tier_first(local: int) -> None:
         assert priorities == sorted(priorities)
         assert priorities.count(0) == min(local, len(kept))
         assert all(".east." in target for priority, target in kept if priority == 0)
+
+
+def test_a_flood_of_client_sizes_keeps_the_forms_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every EDNS size from 512 to 4096, and 0x20 case variants: the remembered forms
+    stay within their cap (they start over), and every answer is still right."""
+    monkeypatch.setattr(cache_module, "CUT_FORMS_CAP", 16)
+    handler = fresh()
+    full = ask(handler, query(BIG, "A"), tcp=True)
+    for payload in range(512, 4097, 7):
+        name = BIG.upper() if payload % 2 else BIG
+        reply = ask(handler, query(name, "A", edns=0, payload=payload))
+        check_cut(reply, full, max(512, min(payload, DEFAULT_UDP_CAP)))
+        assert len(handler.zone.cut_forms) <= 16
