@@ -22,6 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterset_dns import convert, logs, metrics, workers
@@ -226,8 +227,9 @@ def count_invalid(kind: str) -> None:
     metrics.invalid_objects.labels(INVALID_KINDS.get(kind, kind) or "unknown").inc()
 
 
-def make_source(config: Config,
-                apply: Callable[[list[Op]], None]) -> Callable[[], Coroutine[Any, Any, None]]:
+def make_source(config: Config, apply: Callable[[list[Op]], None],
+                cache: Cache | None = None) -> Callable[[], Coroutine[Any, Any, None]]:
+    """``cache``: the one --events reports the rejections of."""
     def file_error(reason: str) -> None:
         metrics.manifest_errors.labels(reason).inc()
 
@@ -241,7 +243,23 @@ def make_source(config: Config,
     from clusterset_dns.watch import KubeSource
 
     locality = Locality(config, apply, count_invalid)
-    return KubeSource(config, apply, count_invalid, extra=[locality.run]).run
+    tasks: list[Callable[[Any], Coroutine[Any, Any, None]]] = [locality.run]
+    if config.events and cache is not None:
+        from clusterset_dns import events
+
+        namespace = config.events_namespace or _own_namespace()
+        tasks.append(lambda client: events.run(client, cache, namespace, config.events_lease))
+    return KubeSource(config, apply, count_invalid, extra=tasks).run
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace() -> str:
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
 
 
 WORKER_ENTRY = "clusterset_dns.app:worker_process"
@@ -307,7 +325,7 @@ async def serve(config: Config) -> int:
         await pool.start()
         for where, table in routes.items():
             await http.serve(where, table)
-        source = asyncio.create_task(make_source(config, sink.apply)(), name="source")
+        source = asyncio.create_task(make_source(config, sink.apply, cache)(), name="source")
         synced = asyncio.create_task(sink.synced.wait())
         stopper = asyncio.create_task(state.stop.wait())
         # The first load is a few hundred thousand objects that all stay (answers,

@@ -93,6 +93,7 @@ class PutRejected:
     key: ObjectKey
     service: ObjectKey | None
     reason: str | None
+    reference: tuple[str, str] = ("", "")  # (apiVersion, uid): for Events (--events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,7 @@ class Rejection:
     reason: str
     served: bool  # the rest of the object is served (a source's rejection: never)
     source: bool  # reported by the source (conversion) rather than by admission
+    reference: tuple[str, str] = ("", "")  # (apiVersion, uid) when known (Events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +350,7 @@ class Cache:
             self._forced_serial = op.serial & 0xFFFFFFFF
         elif isinstance(op, PutRejected):
             self._note(op.kind, op.key, None if op.reason is None
-                       else Rejection(op.service, op.reason, False, True), dirty)
+                       else Rejection(op.service, op.reason, False, True, op.reference), dirty)
         elif isinstance(op, ReplaceRejected):
             for old in [k for k, r in self.rejections.items()
                         if r.source and k not in op.objects]:

@@ -142,6 +142,14 @@ class Config:
                                 parse=float)
     inactivity_timeout: float = flag(600.0, "reconnect a watch silent for this many seconds",
                                      parse=float)
+    events: bool = flag(
+        False, "a Warning Event on each rejected object (Kubernetes source), sent by the one "
+        "replica holding the Lease --events-lease (RBAC: deploy/overlays/events; environment: "
+        "true or false)", switch=True)
+    events_namespace: str | None = flag(
+        None, "namespace of the --events Lease (default: the pod's, from its service account; "
+        "else default)")
+    events_lease: str = flag("clusterset-dns-events", "name of the --events Lease")
     relist_interval: float = flag(
         1800.0, "seconds between full relists that repair any drift of the watch "
         "(jittered +-20%%); 0 = never", parse=float)

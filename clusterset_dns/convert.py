@@ -199,6 +199,15 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     )
 
 
+def reference(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(apiVersion, metadata.uid) of an object, "" where absent: what an Event about it
+    names (kubectl describe finds Events by the object's uid)."""
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    api = obj.get("apiVersion")
+    return (api if isinstance(api, str) else "", uid if isinstance(uid, str) else "")
+
+
 def resource_version(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None

@@ -268,6 +268,28 @@ class KubeClient:
         finally:
             response.release()
 
+    async def send(self, method: str, path: str, body: Any, timeout: float = 10) -> Any:
+        """POST or PUT ``body`` as JSON; the decoded answer (Events and the Lease)."""
+        try:
+            response = await self._api.call_api(
+                path, method, body=body, header_params={"Accept": "application/json",
+                                                        "Content-Type": "application/json"},
+                auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=timeout))
+        except ApiException as exc:
+            raise ApiError(exc.status or 0, str(exc.reason)) from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeError(f"{type(exc).__name__}: {exc}") from None
+        try:
+            text = await response.text()
+            if response.status >= 400:
+                raise ApiError(response.status, _status_message(text))
+            return json.loads(text) if text else {}
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            raise KubeError(f"{method} {path}: {exc}") from None
+        finally:
+            response.release()
+
     async def close(self) -> None:
         await self._api.close()
 

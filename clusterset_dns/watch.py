@@ -178,7 +178,8 @@ class Reflector:
             if key_seen is not None:
                 self.rejected.add(key_seen)
                 self._rejections.append(PutRejected(self.kind, key_seen,
-                                                    convert.service_key(obj), str(exc)))
+                                                    convert.service_key(obj), str(exc),
+                                                    convert.reference(obj)))
             return None
         if key in self.rejected:
             self.rejected.discard(key)  # the put clears it in the cache

@@ -36,6 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "manifests": {"cache", "convert", "model"},
     "rrs": {"wire"},
     "explain": {"cache", "handler", "model", "names", "rrs", "wire"},
+    "events": {"cache", "kube", "model"},
     "offline": {"cache", "config", "explain", "manifests", "names"},
     "dump": {"cache", "config", "manifests", "names", "rrs"},
     "kube": set(),
@@ -46,9 +47,9 @@ ALLOWED: dict[str, set[str]] = {
     "journal": {"cache", "rrs", "wire"},
     "xfr": {"cache", "config", "handler", "journal", "rrs", "wire", "zonedata"},
     "notify": {"config"},
-    "app": {"cache", "config", "convert", "explain", "handler", "health", "journal", "locality",
-            "logs", "manifests", "metrics", "names", "notify", "server", "watch", "workers",
-            "xfr"},
+    "app": {"cache", "config", "convert", "events", "explain", "handler", "health", "journal",
+            "locality", "logs", "manifests", "metrics", "names", "notify", "server", "watch",
+            "workers", "xfr"},
     "cli": {"__version__", "app", "config", "dump", "offline"},
 }
 
