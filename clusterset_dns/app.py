@@ -86,7 +86,6 @@ class ProcessState:
                          max_tcp_connections=config.max_tcp_connections,
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
-                         peer_handle=self.handler.ixfr_udp if self.transfers else None,
                          remembered=(self.handler.responses, self.handler.stats.requests))
 
 
@@ -422,7 +421,7 @@ def run(config: Config) -> int:
         # Bind once before the workers start, so a bad address fails here, with one
         # message, not once per worker restart.
         for host, port in config.listen:
-            probe = DNSServer(lambda data, tcp: None, [], 0, reuse_port=True)
+            probe = DNSServer(lambda data, tcp, peer: None, [], 0, reuse_port=True)
             for sock in probe.bind(host, port):
                 sock.close()
     return _loop_run(serve(config))

@@ -48,11 +48,13 @@ _UDP_PLAIN = 512  # a UDP answer to a query without EDNS (RFC 1035 4.2.1)
 _MAX_NAME = 255
 _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 
-# What handle() returns for an IXFR over UDP when transfers are served: the transport
-# asks again through ixfr_udp() with the peer's address (access control needs it).
-PEER_NEEDED = b""
+# The sender of the datagram being answered, from its transport: called only where
+# the address matters (an IXFR or a signed query over UDP: access control and rate
+# limits), so that a common query decodes none. None over TCP.
+Peer = Callable[[], str]
 # (query, peer address, UDP size limit) -> the whole IXFR response in one message, None
-# when it does not fit (TC), DROP to send nothing (see xfr.Transfers.udp)
+# when it does not fit (TC), DROP to send nothing (see xfr.Transfers.udp); the handler
+# returns None for DROP, so no transport ever sees an empty response.
 UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
 DROP = b""
 TSIG = 250
@@ -198,7 +200,7 @@ class Handler:
 
     # -- the fast path ------------------------------------------------------------------
 
-    def handle(self, data: bytes, tcp: bool) -> bytes | None:
+    def handle(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
         """The response to ``data``, or None when nothing must be sent.
 
         On this path the response is ``len(data) + ans.size`` bytes long (the query's
@@ -254,7 +256,7 @@ class Handler:
                             self._remember(after_id, tail, index)
                         return data[:2] + tail
         try:
-            return self._slow(data, tcp)
+            return self._slow(data, tcp, peer)
         except Exception:  # a bug must cost one answer, never the server
             self.stats.dropped += 1
             return None
@@ -308,15 +310,7 @@ class Handler:
 
     # -- everything else ------------------------------------------------------------------
 
-    def ixfr_udp(self, data: bytes, peer: str) -> bytes | None:
-        """The answer to a UDP query for which handle() returned PEER_NEEDED."""
-        try:
-            return self._slow(data, False, peer) or None  # DROP: nothing
-        except Exception:  # a bug must cost one answer, never the server
-            self.stats.dropped += 1
-            return None
-
-    def _slow(self, data: bytes, tcp: bool, peer: str | None = None, reserve: int = 0
+    def _slow(self, data: bytes, tcp: bool, peer: Peer | None = None, reserve: int = 0
               ) -> bytes | None:
         """``reserve``: bytes kept free of the size limit (for a TSIG record)."""
         size = len(data)
@@ -354,16 +348,13 @@ class Handler:
         limit -= reserve
         qtype, qclass = struct.unpack_from("!HH", question, len(question) - 4)
         if qtype == wire.IXFR and self.transfers and not tcp and qclass == wire.CLASS_IN:
-            # Over UDP only when it fits the client's limit (RFC 1995 2), else TC.
-            if self.udp_transfer is not None:
-                if peer is None:
-                    return PEER_NEEDED
-                answer = self.udp_transfer(data, peer, limit)
+            # Over UDP only when it fits the client's limit (RFC 1995 2), else TC (also
+            # without the sender's address: access could not be checked).
+            if self.udp_transfer is not None and peer is not None:
+                answer = self.udp_transfer(data, peer(), limit)
                 if answer is not None:
-                    return answer  # (or DROP)
-            self.stats.truncated += 1
-            head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
-            return qid + head + question + (self._opt[edns[2]] if edns else b"")
+                    return answer or None  # DROP: nothing is sent
+            return self._tc(qid, request_bits, question, edns)
         if tsig_at >= 0:
             return self._signed(data, tcp, peer, tsig_at, question, request_bits, edns)
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
@@ -396,23 +387,30 @@ class Handler:
             assert ans is not None
         return self._splice(qid, _variant(data), request_bits, question, ans, edns, limit, tcp)
 
-    def _signed(self, data: bytes, tcp: bool, peer: str | None, tsig_at: int,
+    def _signed(self, data: bytes, tcp: bool, peer: Peer | None, tsig_at: int,
                 question: bytes, request_bits: int, edns: Edns | None) -> bytes | None:
         """A TSIG-signed query that is not a transfer: verified, answered as if
         unsigned within the room left for the TSIG record, the answer signed (RFC 8945
-        5.3). Over UDP the peer is needed first (the signer rate-limits sources)."""
+        5.3). Over UDP the sender is asked for first (the signer rate-limits sources);
+        without one, TC (the client asks again over TCP)."""
         signer = self.signer
         if signer is None:
             return self._badkey(data, tsig_at, question, request_bits, edns, tcp)
         if not tcp and peer is None:
-            return PEER_NEEDED
-        error, context = signer.verify(data, None if tcp else peer)
+            return self._tc(data[:2], request_bits, question, edns)
+        error, context = signer.verify(data, None if tcp or peer is None else peer())
         if error is not None:
-            return error  # (or DROP)
+            return error or None  # DROP: nothing is sent
         arcount = _COUNTS.unpack_from(data, 4)[3] - 1
         unsigned = data[:10] + arcount.to_bytes(2, "big") + data[12:tsig_at]
         response = self._slow(unsigned, tcp, peer, signer.room)
         return signer.sign(response, context) if response else response
+
+    def _tc(self, qid: bytes, request_bits: int, question: bytes, edns: Edns | None) -> bytes:
+        """No records, TC set: the client asks again over TCP."""
+        self.stats.truncated += 1
+        head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
+        return qid + head + question + (self._opt[edns[2]] if edns else b"")
 
     def _badkey(self, data: bytes, tsig_at: int, question: bytes, request_bits: int,
                 edns: Edns | None, tcp: bool) -> bytes:

@@ -16,9 +16,8 @@ from clusterset_dns import udpbatch
 
 log = logging.getLogger(__name__)
 
-Handle = Callable[[bytes, bool], "bytes | None"]
-# (query, peer address) -> response: a UDP query the handler answers only knowing the peer
-PeerHandle = udpbatch.PeerHandle
+# (query, over TCP, the sender's address when asked for; None over TCP) -> the response
+Handle = udpbatch.Handle
 # A zone transfer: (message, peer address, the connection to send through) -> None
 # when the message is not a transfer, else the coroutine that sends it.
 Transfer = Callable[[bytes, str, "TCPProtocol"], "Coroutine[Any, Any, None] | None"]
@@ -79,11 +78,11 @@ class UDPReader:
     BATCH = udpbatch.BATCH  # then yield to the loop, so a flood cannot starve the watch
     MAX_QUERY = udpbatch.MAX_QUERY
 
-    def __init__(self, sock: socket.socket, handle: Handle,
-                 peer_handle: PeerHandle | None = None) -> None:
+    def __init__(self, sock: socket.socket, handle: Handle) -> None:
         self.sock = sock
         self.handle = handle
-        self.peer_handle = peer_handle
+        self.addr: Any = None  # the sender of the datagram being answered
+        self.sender: udpbatch.Peer = lambda: str(self.addr[0])  # asked for by an IXFR
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.add_reader(self.sock.fileno(), self._readable)
@@ -94,6 +93,7 @@ class UDPReader:
 
     def _readable(self) -> None:
         recvfrom, sendto, handle = self.sock.recvfrom, self.sock.sendto, self.handle
+        sender = self.sender
         size = self.MAX_QUERY
         for _ in range(self.BATCH):
             try:
@@ -103,12 +103,9 @@ class UDPReader:
             except OSError as exc:  # e.g. an ICMP error queued on the socket
                 log.debug("UDP receive: %s", exc)
                 continue
-            response = handle(data, False)
+            self.addr = addr
+            response = handle(data, False, sender)
             if response is not None:
-                if not response and self.peer_handle is not None:  # PEER_NEEDED: an IXFR
-                    response = self.peer_handle(data, addr[0])
-                    if response is None:
-                        continue
                 try:
                     sendto(response, addr)
                 except OSError as exc:  # send buffer full: UDP may drop, the client retries
@@ -119,7 +116,6 @@ UDPIO = ("auto", "batched", "plain")
 
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
-               peer_handle: PeerHandle | None = None,
                remembered: udpbatch.Remembered | None = None,
                ) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
@@ -127,11 +123,11 @@ def udp_reader(sock: socket.socket, handle: Handle, mode: str,
     if mode != "plain":
         reason = udpbatch.available()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle, peer_handle, remembered)
+            return udpbatch.BatchReader(sock, handle, remembered)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
-    return UDPReader(sock, handle, peer_handle)
+    return UDPReader(sock, handle)
 
 
 class ConnectionStats(Protocol):
@@ -278,7 +274,7 @@ class TCPProtocol(asyncio.BufferedProtocol):
                         out.clear()
                     self._start_transfer(coro)
                     return
-            response = handle(message, True)
+            response = handle(message, True, None)
             if response is None:
                 continue
             if len(response) > MAX_TCP_MESSAGE:  # cannot be framed; the handler never should
@@ -396,14 +392,12 @@ class DNSServer:
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None, transfer: Transfer | None = None,
-                 peer_handle: PeerHandle | None = None,
                  remembered: udpbatch.Remembered | None = None) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
         ``transfer``: zone transfers over TCP (None: the handler refuses them);
         ``remembered``: the handler's remembered UDP responses (see udpbatch)."""
         self.handle = handle
         self.transfer = transfer
-        self.peer_handle = peer_handle  # IXFR over UDP (see handler.PEER_NEEDED)
         self.remembered = remembered
         self.udp_io = udp_io
         self.listen = listen
@@ -429,8 +423,7 @@ class DNSServer:
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
-            reader = udp_reader(udp, self.handle, self.udp_io, self.peer_handle,
-                                self.remembered)
+            reader = udp_reader(udp, self.handle, self.udp_io, self.remembered)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

@@ -23,8 +23,9 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-Handle = Callable[[bytes, bool], "bytes | None"]
-PeerHandle = Callable[[bytes, str], "bytes | None"]
+# (query, over TCP, the sender's address when the handler needs it) -> the response
+Peer = Callable[[], str]
+Handle = Callable[[bytes, bool, "Peer | None"], "bytes | None"]
 # What the handler remembers (handler.Handler.responses and its rcode counters): the
 # bytes of a UDP query after its ID -> (the response's bytes after its ID, its rcode),
 # in a dict that keeps its identity. A query found there is answered here without a
@@ -141,7 +142,6 @@ class BatchReader:
     kind = "recvmmsg/sendmmsg"
 
     def __init__(self, sock: socket.socket, handle: Handle,
-                 peer_handle: PeerHandle | None = None,
                  remembered: Remembered | None = None) -> None:
         reason = available()
         if reason is not None:
@@ -150,7 +150,10 @@ class BatchReader:
         self.sock = sock
         self.fd = sock.fileno()
         self.handle = handle
-        self.peer_handle = peer_handle
+        # What the handler is given to ask for the sender (an IXFR): the datagram being
+        # answered is self.current, so that the address is decoded only when asked for.
+        self.current = 0
+        self.sender: Peer = lambda: self._peer(self.current)
         self.recvmmsg = _calls.recvmmsg
         self.sendmmsg = _calls.sendmmsg
         # One contiguous block per kind of buffer; slot i of each belongs to datagram i.
@@ -226,6 +229,7 @@ class BatchReader:
         slot j (iovec 2j, set once) and the rest of the response, in place (iovec
         2j+1). A remembered response is sent as it is stored, without a copy."""
         handle, slots, iov64, tx64 = self.handle, self.slots, self.txiov64, self.tx64
+        sender = self.sender
         responses, rcodes = self.responses, self.rcodes
         offset = _DATA_OFFSET
         assert offset is not None
@@ -243,15 +247,10 @@ class BatchReader:
                     tail = hit[0]
                     at, length = id(tail) + offset, len(tail)
                 else:
-                    query = slot[:size].tobytes()
-                    response = handle(query, False)
-                    if not response:
-                        if response is None or self.peer_handle is None:
-                            continue
-                        # PEER_NEEDED (an IXFR): rare, so the address is decoded only here
-                        response = self.peer_handle(query, self._peer(i))
-                        if response is None:
-                            continue
+                    self.current = i
+                    response = handle(slot[:size].tobytes(), False, sender)
+                    if response is None:
+                        continue
                     # Sent in place from the object's memory: only bytes keep their data
                     # there. Anything else, or no room for an ID, is a bug: it costs this
                     # answer only.

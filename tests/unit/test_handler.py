@@ -93,7 +93,7 @@ def test_fast_path_answers_option_less_queries(handler: Handler, qname: str, qty
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     expected = handler.handle(query(qname, qtype, qid=7, **kw), False)
 
-    def no_slow_path(data: bytes, tcp: bool) -> bytes | None:
+    def no_slow_path(data: bytes, tcp: bool, peer: object = None) -> bytes | None:
         raise AssertionError("slow path taken")
 
     monkeypatch.setattr(handler, "_slow", no_slow_path)
@@ -594,3 +594,47 @@ def test_fuzz_mutated_queries(handler: Handler) -> None:
             if not data:
                 break
         _check(handler, bytes(data), rng.random() < 0.2)
+
+
+# -- the sender's address, asked for only by an IXFR over UDP ---------------------------------
+
+def _ixfr_udp() -> bytes:
+    msg = dns.message.make_query("clusterset.local.", "IXFR", use_edns=0, payload=1232)
+    return msg.to_wire()
+
+
+def test_an_ixfr_over_udp_asks_for_the_sender_and_the_answer_comes_from_transfers() -> None:
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
+    handler.transfers = True
+    calls: list[tuple[str, int]] = []
+
+    def udp_transfer(data: bytes, peer: str, limit: int) -> bytes | None:
+        calls.append((peer, limit))
+        return data[:2] + b"the transfer's answer"
+
+    handler.udp_transfer = udp_transfer
+    asked: list[int] = []
+
+    def sender() -> str:
+        asked.append(1)
+        return "192.0.2.7"
+
+    assert handler.handle(query(WEB, "A", qid=3), False, sender) is not None
+    assert asked == []  # any other query: the address is not asked for
+    data = _ixfr_udp()
+    assert handler.handle(data, False, sender) == data[:2] + b"the transfer's answer"
+    assert calls == [("192.0.2.7", 1232)]
+
+
+def test_an_ixfr_over_udp_without_the_sender_is_truncated_not_empty() -> None:
+    """A transport that cannot tell the sender gets TC (the client asks again over TCP,
+    where access is checked): never an empty datagram."""
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
+    handler.transfers = True
+    handler.udp_transfer = lambda data, peer, limit: pytest.fail("called without a peer")
+    data = _ixfr_udp()
+    response = handler.handle(data, False)
+    assert response
+    reply = dns.message.from_wire(response)
+    assert reply.flags & dns.flags.TC and reply.id == dns.message.from_wire(data).id
+    assert str(reply.question[0]) == "clusterset.local. IN IXFR"

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from clusterset_dns import server
-from clusterset_dns.server import Counters, DNSServer
+from clusterset_dns.server import Counters, DNSServer, Handle
+from clusterset_dns.udpbatch import Peer
 
 
-def echo(data: bytes, tcp: bool) -> bytes | None:
+def echo(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
     """A stand-in handler: the query back with QR set, padded to 1,000 bytes."""
     return data[:2] + bytes([data[2] | 0x80]) + data[3:] + bytes(1000)
 
@@ -31,7 +32,7 @@ QUERY = bytes(12) + b"\x03www\x00\x00\x01\x00\x01"
 
 
 @asynccontextmanager
-async def running(handle: Callable[[bytes, bool], bytes | None] = echo,
+async def running(handle: Handle = echo,
                   idle: float = 5.0, cap: int = 0) -> AsyncIterator[DNSServer]:
     dns = DNSServer(handle, [("127.0.0.1", 0)], idle, max_tcp_connections=cap,
                     stats=Counters())
@@ -125,7 +126,7 @@ def test_trickling_client_is_closed() -> None:
 def test_non_reading_client_is_aborted_and_stops_being_read() -> None:
     answered = [0]
 
-    def counting(data: bytes, tcp: bool) -> bytes | None:
+    def counting(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
         answered[0] += 1
         return echo(data, tcp)
 

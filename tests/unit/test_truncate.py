@@ -287,7 +287,7 @@ def batch() -> Iterator[tuple[udpbatch.BatchReader, Handler, socket.socket, tupl
         pytest.skip(f"no batched UDP I/O here: {udpbatch.available()}")
     handler = fresh()
     sock = make_socket("127.0.0.1", 0, socket.SOCK_DGRAM, reuse_port=False)
-    reader = udpbatch.BatchReader(sock, handler.handle, None,
+    reader = udpbatch.BatchReader(sock, handler.handle,
                                   (handler.responses, handler.stats.rcodes))
     client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     client.settimeout(2)

@@ -18,6 +18,7 @@ import pytest
 from clusterset_dns import udpbatch
 from clusterset_dns.handler import Handler
 from clusterset_dns.server import make_socket, udp_reader
+from clusterset_dns.udpbatch import Handle, Peer
 
 from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query, service_import
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.skipif(udpbatch.available() is not None,
                                 reason=f"no batched UDP I/O here: {udpbatch.available()}")
 
 
-def echo(data: bytes, tcp: bool) -> bytes | None:
+def echo(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
     """Answers b"re:" + the datagram; a datagram starting with b"drop" gets no answer."""
     return None if data.startswith(b"drop") else b"re:" + data
 
@@ -56,11 +57,11 @@ def clients() -> Iterator[Callable[[str], socket.socket]]:
         sock.close()
 
 
-def serve(host: str, handle: Callable[[bytes, bool], bytes | None] = echo,
+def serve(host: str, handle: Handle = echo,
           remembered: udpbatch.Remembered | None = None,
           ) -> tuple[udpbatch.BatchReader, tuple[str, int]]:
     sock = make_socket(host, 0, socket.SOCK_DGRAM, reuse_port=False)
-    reader = udpbatch.BatchReader(sock, handle, None, remembered)
+    reader = udpbatch.BatchReader(sock, handle, remembered)
     port = sock.getsockname()[1]
     return reader, ("127.0.0.1" if host in ("0.0.0.0", "::") else host, port)
 
@@ -236,21 +237,24 @@ def test_layout_is_checked() -> None:
     assert bytes.__basicsize__ - 1 == udpbatch._DATA_OFFSET
 
 
-def test_a_peer_needed_reply_is_answered_with_the_senders_address(
+def test_the_handler_can_ask_for_the_senders_address(
         clients: Callable[[str], socket.socket]) -> None:
-    """handle() returns b"" (handler.PEER_NEEDED) for an IXFR: the reader asks again with
-    the sender's address, decoded from each family's sockaddr, IPv4 and IPv6 in one batch."""
+    """The handler is given a way to ask who sent the datagram (an IXFR needs it for
+    access control): each family's sockaddr decoded, IPv4 and IPv6 in one batch, each
+    datagram's own sender, and only when asked."""
     if not has_ipv6_loopback():
         pytest.skip("no ::1 here")
     seen: list[tuple[bytes, str]] = []
 
-    def peer_handle(data: bytes, peer: str) -> bytes | None:
-        seen.append((data, peer))
-        return None if data.endswith(b"-none") else b"peer:" + peer.encode()
+    def handle(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
+        if not data.startswith(b"ixfr"):
+            return echo(data, tcp)
+        assert peer is not None
+        seen.append((data, peer()))
+        return None if data.endswith(b"-none") else b"peer:" + peer().encode()
 
     sock = make_socket("::", 0, socket.SOCK_DGRAM, reuse_port=False)
-    reader = udpbatch.BatchReader(sock, lambda d, tcp: b"" if d.startswith(b"ixfr") else
-                                  echo(d, tcp), peer_handle)
+    reader = udpbatch.BatchReader(sock, handle)
     port = sock.getsockname()[1]
     v4, v6 = clients("127.0.0.1"), clients("::1")
     v4.sendto(b"ixfr4", ("127.0.0.1", port))
@@ -282,7 +286,7 @@ def fresh_answer(handler: Handler, data: bytes) -> bytes:
 
 def remembering(handler: Handler, seen: list[bytes]) -> tuple[udpbatch.BatchReader,
                                                                tuple[str, int]]:
-    def handle(data: bytes, tcp: bool) -> bytes | None:
+    def handle(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
         seen.append(data)
         return handler.handle(data, tcp)
 
@@ -350,7 +354,7 @@ def test_datagrams_arriving_during_a_batch_are_taken_in_the_same_wake_up(
         clients: Callable[[str], socket.socket]) -> None:
     peer = clients("127.0.0.1")
 
-    def handle(data: bytes, tcp: bool) -> bytes | None:
+    def handle(data: bytes, tcp: bool, sender: Peer | None = None) -> bytes | None:
         if data == b"first":  # the next query arrives while this batch is answered
             peer.sendto(b"second", where)
         return echo(data, tcp)
@@ -380,7 +384,7 @@ def test_a_wake_up_stops_after_a_full_batch(clients: Callable[[str], socket.sock
 
 def test_a_reply_too_short_for_an_id_is_not_sent(
         clients: Callable[[str], socket.socket]) -> None:
-    reader, where = serve("127.0.0.1", lambda d, tcp: b"x" if d == b"short" else echo(d, tcp))
+    reader, where = serve("127.0.0.1", lambda d, tcp, peer: b"x" if d == b"short" else echo(d, tcp))
     peer = clients("127.0.0.1")
     for data in (b"one", b"short", b"two"):
         peer.sendto(data, where)
@@ -415,7 +419,7 @@ def test_a_failure_after_a_reply_moved_down_leaves_no_address_behind(
     """A reply moves down past a datagram that got none (tx slot 0 then sends to
     datagram 1's peer); the handler then fails. The next batch's replies still go to
     their own peers: the moved address is put back in any case."""
-    def handle(data: bytes, tcp: bool) -> bytes | None:
+    def handle(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
         if data == b"boom":
             raise RuntimeError("a bug")
         return echo(data, tcp)
@@ -443,7 +447,7 @@ def test_a_response_that_is_not_bytes_is_not_sent(
     other object (a bug) would send whatever lies there. It costs its answer only."""
     keep: list[Any] = []
 
-    def handle(data: bytes, tcp: bool) -> bytes | None:
+    def handle(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
         response = echo(data, tcp)
         if data == b"odd" and response is not None:
             keep.append(kind(response))

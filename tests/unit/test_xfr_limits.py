@@ -11,6 +11,7 @@ import time
 from ipaddress import ip_address, ip_network
 from typing import Any
 
+import dns.flags
 import dns.message
 import dns.name
 import dns.rcode
@@ -23,7 +24,7 @@ import pytest
 from clusterset_dns import handler as handler_module
 from clusterset_dns import rrs, xfr, zonedata
 from clusterset_dns.cache import Cache, PutImport, PutSlice, SetSynced
-from clusterset_dns.handler import PEER_NEEDED, Handler
+from clusterset_dns.handler import Handler
 from clusterset_dns.journal import Journal
 from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
 from clusterset_dns.names import ZoneNames
@@ -33,6 +34,11 @@ HTTP = (Port("http", "tcp", 80),)
 SECRET = base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 KEY = dns.tsig.Key("xfr-key", SECRET, dns.tsig.HMAC_SHA256)
 ALLOWED = (ip_network("127.0.0.0/8"),)
+
+
+def loopback() -> str:
+    """The sender, as a transport gives it to the handler."""
+    return "127.0.0.1"
 
 
 def headless(name: str, addresses: list[str]) -> list[PutImport | PutSlice]:
@@ -181,9 +187,8 @@ def test_handler_drops_a_udp_ixfr_over_the_rate() -> None:
     handler.transfers = True
     handler.udp_transfer = transfers.udp
     data = ixfr_query(cache.zone.serial).to_wire()
-    assert handler.handle(data, False) == PEER_NEEDED
-    assert handler.ixfr_udp(data, "127.0.0.1")  # the first: answered
-    assert handler.ixfr_udp(data, "127.0.0.1") is None  # then dropped, nothing sent
+    assert handler.handle(data, False, loopback)  # the first: answered
+    assert handler.handle(data, False, loopback) is None  # then dropped, nothing sent
 
 
 # -- concurrent transfers take turns ---------------------------------------------------------
@@ -276,9 +281,7 @@ def signed_handler(key: dns.tsig.Key | None = KEY) -> tuple[Handler, xfr.Transfe
 
 
 def answer(handler: Handler, data: bytes, tcp: bool) -> bytes:
-    response = handler.handle(data, tcp)
-    if response == PEER_NEEDED and not tcp:
-        response = handler.ixfr_udp(data, "127.0.0.1")
+    response = handler.handle(data, tcp, None if tcp else loopback)
     assert response
     return response
 
@@ -370,10 +373,22 @@ def test_signed_udp_queries_are_rate_limited() -> None:
     query = dns.message.make_query(ZONE, "SOA")
     query.use_tsig({KEY.name: KEY}, keyname=KEY.name)
     data = query.to_wire()
-    got = [handler.ixfr_udp(data, "127.0.0.1") for _ in range(4)]
+    got = [handler.handle(data, False, loopback) for _ in range(4)]
     assert [g is not None for g in got] == [True, True, False, False]
     # Over TCP (no spoofing) there is no rate.
     assert all(handler.handle(data, True) for _ in range(4))
+
+
+def test_a_signed_udp_query_without_the_sender_is_truncated_not_empty() -> None:
+    """A transport that cannot tell the sender (the signer rate-limits by it): TC, so
+    that the client asks again over TCP; never an empty datagram."""
+    handler, _ = signed_handler()
+    query = dns.message.make_query(ZONE, "SOA")
+    query.use_tsig({KEY.name: KEY}, keyname=KEY.name)
+    response = handler.handle(query.to_wire(), False)
+    assert response
+    reply = dns.message.from_wire(response)
+    assert reply.flags & dns.flags.TC and not reply.answer and reply.id == query.id
 
 
 def test_a_tsig_record_not_last_is_formerr() -> None:
