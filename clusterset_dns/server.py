@@ -121,7 +121,7 @@ def udp_reader(sock: socket.socket, handle: Handle, mode: str,
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
     batched where the system has it, else plain."""
     if mode != "plain":
-        reason = udpbatch.available()
+        reason = udpbatch.load()
         if reason is None:
             return udpbatch.BatchReader(sock, handle, remembered)
         if mode == "batched":

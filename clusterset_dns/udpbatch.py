@@ -4,12 +4,12 @@ With one ``recvfrom`` and one ``sendto`` per datagram, the two system calls
 cost more than answering from the ready-made cache. This reader owns every
 buffer of the batch: the receive buffers and peer-address slots, the
 ``mmsghdr``/``iovec`` arrays for both directions, all built once; the handler
-stays bytes -> bytes. A query the handler answered before (:data:`Remembered`)
-is answered here from its memory, and the stored response is sent in place,
-behind the new query's ID. ctypes calls libc directly (the standard library has no
-``recvmmsg``); :func:`available` checks the structure layout before anything
-relies on it, and the server falls back to the plain reader when it is not
-what this module expects.
+stays bytes -> bytes (given a way to ask for the sender). A query the handler
+answered before (:data:`Remembered`) is answered here from its memory, and the
+stored response is sent in place, behind the new query's ID. ctypes calls libc
+directly (the standard library has no ``recvmmsg``); the structure layout is
+checked (:func:`load`) before anything relies on it, and the server falls back to
+the plain reader when it is not what this module expects.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ _EXPECTED_LAYOUT = {"sizeof(msghdr)": 56, "sizeof(mmsghdr)": 64, "offsetof(msg_n
 
 MMSG = ctypes.sizeof(MMsgHdr)
 # Indices into the integer views of the arrays (see BatchReader), from the layout that
-# available() checks: msg_len of rx entry i is rx32[_LEN + i * _MMSG32], msg_name of tx
+# load() checks: msg_len of rx entry i is rx32[_LEN + i * _MMSG32], msg_name of tx
 # entry j is tx64[_NAME + j * _MMSG64], iov_base / iov_len of the second iovec of
 # reply j are txiov64[_BASE2 + j * _IOV2], txiov64[_LEN2 + j * _IOV2].
 _MMSG32, _MMSG64 = MMSG // 4, MMSG // 8
@@ -116,8 +116,9 @@ def _bytes_data_offset() -> int | None:
 _DATA_OFFSET = _bytes_data_offset()
 
 
-def available() -> str | None:
-    """None when batched I/O can be used here, else why not (for the log)."""
+def load() -> str | None:
+    """Checks that batched I/O can be used here and loads the libc functions (once,
+    into ``_calls``): None when it can, else why not (for the log)."""
     global _calls
     if not sys.platform.startswith("linux"):
         return f"not Linux ({sys.platform})"
@@ -143,7 +144,7 @@ class BatchReader:
 
     def __init__(self, sock: socket.socket, handle: Handle,
                  remembered: Remembered | None = None) -> None:
-        reason = available()
+        reason = load()
         if reason is not None:
             raise OSError(errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
         assert _calls is not None

@@ -22,8 +22,8 @@ from clusterset_dns.udpbatch import Handle, Peer
 
 from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query, service_import
 
-pytestmark = pytest.mark.skipif(udpbatch.available() is not None,
-                                reason=f"no batched UDP I/O here: {udpbatch.available()}")
+pytestmark = pytest.mark.skipif(udpbatch.load() is not None,
+                                reason=f"no batched UDP I/O here: {udpbatch.load()}")
 
 
 def echo(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
@@ -398,7 +398,7 @@ def test_a_reply_too_short_for_an_id_is_not_sent(
 
 def test_the_array_indices_are_the_fields_of_the_layout() -> None:
     """The integer views and their indices reach the very fields ctypes lays out (the
-    layout available() checks), not numbers of their own."""
+    layout load() checks), not numbers of their own."""
     reader, _ = serve("127.0.0.1")
     try:
         for i in (0, 1, udpbatch.BATCH - 1):
