@@ -23,7 +23,7 @@ def zone_lines(cache: Cache) -> list[str]:
     for record in rrs.zone_records(cache.zone.answers):
         by_owner.setdefault(record.owner, set()).add(rrs.data_text(record))
     owners = sorted((tuple(reversed(text.rstrip(".").split("."))), text, owner)
-                    for owner in by_owner for text in (rrs.name_text(owner),))
+                    for owner in by_owner for text in (names.wire_to_text(owner),))
     return [f"{text} {rest}" for _, text, owner in owners for rest in sorted(by_owner[owner])]
 
 

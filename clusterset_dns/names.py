@@ -66,7 +66,8 @@ def to_wire(labels: Labels) -> bytes:
 
 
 def wire_to_text(wire: bytes) -> str:
-    """An uncompressed wire-format name as text, for log lines."""
+    """An uncompressed wire-format name as absolute text (zone files, log lines); the
+    one decoder of names to text. Stops at the end of ``wire`` if the name runs off."""
     labels, offset = [], 0
     while offset < len(wire) and wire[offset]:
         labels.append(wire[offset + 1 : offset + 1 + wire[offset]])

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from ipaddress import IPv4Address, IPv6Address
 from typing import NamedTuple
 
-from clusterset_dns import wire
+from clusterset_dns import names, wire
 
 _RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
 _COUNTS = struct.Struct("!HHHHH")  # flags, qd, an, ns, ar
@@ -105,15 +105,6 @@ def zone_records(answers: Mapping[bytes, wire.Answer]) -> set[Record]:
     return out
 
 
-def name_text(name: bytes) -> str:
-    """An uncompressed wire-format name as absolute zone-file text."""
-    labels, at = [], 0
-    while name[at]:
-        labels.append(name[at + 1 : at + 1 + name[at]].decode("ascii"))
-        at += 1 + name[at]
-    return ".".join(labels) + "."
-
-
 def _strings(rdata: bytes) -> Iterable[str]:
     at = 0
     while at < len(rdata):
@@ -134,14 +125,14 @@ def rdata_text(rtype: int, rdata: bytes) -> str:
         return str(IPv6Address(rdata))
     if rtype == wire.SRV:
         priority, weight, port = _SRV_FIXED.unpack_from(rdata)
-        return f"{priority} {weight} {port} {name_text(rdata[6:])}"
+        return f"{priority} {weight} {port} {names.wire_to_text(rdata[6:])}"
     if rtype == wire.NS:
-        return name_text(rdata)
+        return names.wire_to_text(rdata)
     if rtype == wire.SOA:
         mname, at = _name(rdata, 0)
         rname, at = _name(rdata, at)
         numbers = " ".join(str(n) for n in _SOA_FIXED.unpack_from(rdata, at))
-        return f"{name_text(mname)} {name_text(rname)} {numbers}"
+        return f"{names.wire_to_text(mname)} {names.wire_to_text(rname)} {numbers}"
     if rtype in (wire.TXT, wire.HINFO):
         return " ".join(_strings(rdata))
     raise DecodeError(f"no presentation form for type {rtype}")
@@ -149,7 +140,7 @@ def rdata_text(rtype: int, rdata: bytes) -> str:
 
 def record_text(record: Record) -> str:
     """``owner ttl IN TYPE rdata``, one zone-file line."""
-    return f"{name_text(record.owner)} {data_text(record)}"
+    return f"{names.wire_to_text(record.owner)} {data_text(record)}"
 
 
 def data_text(record: Record) -> str:

@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "health": {"config"},
     "metrics": {"__version__", "cache", "stats"},
     "manifests": {"cache", "convert", "model"},
-    "rrs": {"wire"},
+    "rrs": {"names", "wire"},
     "explain": {"cache", "handler", "model", "names", "rrs", "wire"},
     "events": {"cache", "kube", "model"},
     "offline": {"cache", "config", "explain", "manifests", "names"},
