@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from clusterset_dns.cache import Cache, Rejection
+from clusterset_dns.cache import IMPORT, Cache, Rejection
 from clusterset_dns.kube import ApiError, KubeError
 from clusterset_dns.model import ObjectKey
 
@@ -137,17 +137,21 @@ def event_name(kind: str, key: ObjectKey, reason: str) -> str:
     return f"{key[1][:200]}.{digest[:16]}"
 
 
-def event_body(kind: str, key: ObjectKey, rejection: Rejection, me: str) -> dict[str, Any]:
+def event_body(kind: str, key: ObjectKey, rejection: Rejection, me: str,
+               previous: bool = False) -> dict[str, Any]:
+    """``previous``: an earlier, valid version of the object is still served (§5.11)."""
     api_version, uid = rejection.reference
     now = _now()
-    what = "not served" if not rejection.served else "partly served"
+    what = ("this version not served by clusterset-dns (the last valid one still is)"
+            if previous else "not served by clusterset-dns" if not rejection.served
+            else "partly served by clusterset-dns")
     return {
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": event_name(kind, key, rejection.reason), "namespace": key[0]},
         "involvedObject": {"apiVersion": api_version, "kind": kind, "namespace": key[0],
                            "name": key[1], "uid": uid},
         "reason": REASON, "type": "Warning",
-        "message": f"{what} by clusterset-dns: {rejection.reason}"[:1024],
+        "message": f"{what}: {rejection.reason}"[:1024],
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
         "reportingInstance": me[:128], "firstTimestamp": now[:19] + "Z",
         "lastTimestamp": now[:19] + "Z", "count": 1,
@@ -182,7 +186,8 @@ class Emitter:
                 continue
             if not self._take():
                 return  # rate limited: the rest next time
-            body = event_body(kind, key, rejection, self.elector.me)
+            stored = self.cache.imports if kind == IMPORT else self.cache.slices
+            body = event_body(kind, key, rejection, self.elector.me, key in stored)
             try:
                 await self.client.send("POST", f"/api/v1/namespaces/{key[0]}/events", body)
                 self.emitted += 1

@@ -111,11 +111,23 @@ def test_the_emitter_sends_once_per_rejection_and_only_while_holding() -> None:
     other = events.Emitter(api, cache, elector)
     run(other.scan())
     assert len(api.events) == 1 and other.emitted == 0
+    # An import served in its last valid form, whose update was rejected, says so.
+    from clusterset_dns import convert
+    from clusterset_dns.cache import PutImport
+
+    from .helpers import service_import
+    cache.apply([PutImport(("prod", "web"), convert.service_import(
+        service_import("web", ips=["10.0.0.1"]))),
+        PutRejected(IMPORT, ("prod", "web"), ("prod", "web"), "type 'X'", ("v", "uid-2"))])
+    run(emitter.scan())
+    (served,) = [e for e in api.events.values() if e["involvedObject"]["name"] == "web"]
+    assert served["message"] == ("this version not served by clusterset-dns (the last valid "
+                                 "one still is): type 'X'")
     # A new reason is a new Event.
     cache.apply([PutRejected(IMPORT, ("prod", "x.y"), ("prod", "x.y"), "worse",
                              ("multicluster.x-k8s.io/v1beta1", "uid-1"))])
     run(emitter.scan())
-    assert len(api.events) == 2
+    assert len(api.events) == 3
 
 
 def test_the_rate_limit_holds_back_and_catches_up(monkeypatch: pytest.MonkeyPatch) -> None:
