@@ -480,7 +480,7 @@ class Cache:
                       rejected: list[Rejected], dirty: set[ObjectKey]) -> Labels | None:
         try:
             return self.names.service(namespace, name)
-        except names.NameError_ as exc:
+        except names.InvalidName as exc:
             self._reject(rejected, kind, key, f"service name does not fit DNS: {exc}", False,
                          (namespace, name), dirty)
             return None
@@ -496,7 +496,7 @@ class Cache:
                 continue
             try:
                 self.names.port_srv(service, port.name, port.protocol)
-            except names.NameError_ as exc:
+            except names.InvalidName as exc:
                 if fitted is None:
                     fitted = list(ports)
                 fitted[i] = Port("", port.protocol, port.port)
@@ -539,7 +539,7 @@ class Cache:
                                       for ip in endpoint.addresses)
                     if longest > room:
                         self.names.endpoint(service, "x" * longest, cluster)  # raises
-            except names.NameError_ as exc:
+            except names.InvalidName as exc:
                 self._reject(rejected, SLICE, key, f"endpoint names do not fit DNS: {exc}",
                              False, owner, dirty)
                 return None

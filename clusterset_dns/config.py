@@ -46,7 +46,7 @@ def cluster_id_of(value: str) -> str:
     """A cluster id written as slices' source-cluster labels are read (lower case)."""
     try:
         return b".".join(names.subdomain(value.strip())).decode("ascii")
-    except names.NameError_ as exc:
+    except names.InvalidName as exc:
         raise ValueError(f"not a cluster id: {exc}") from None
 
 

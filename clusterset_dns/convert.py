@@ -127,7 +127,7 @@ def _dns_label(text: Any, what: str) -> str:
         raise InvalidObject(f"{what} {text!r} is not a string")
     try:
         return names.label(text).decode("ascii")
-    except names.NameError_ as exc:
+    except names.InvalidName as exc:
         raise InvalidObject(f"{what}: {exc}") from None
 
 
@@ -317,7 +317,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
             raise InvalidObject(f"cluster id {cluster!r} is not a string")
         try:
             cluster = b".".join(names.subdomain(cluster)).decode("ascii")
-        except names.NameError_ as exc:
+        except names.InvalidName as exc:
             raise InvalidObject(f"cluster id: {exc}") from None
     address_type = obj.get("addressType")
     if address_type == "FQDN":
@@ -360,7 +360,7 @@ def cluster_id(text: Any) -> str:
         raise InvalidObject(f"cluster id {text!r} is not a string")
     try:
         return b".".join(names.subdomain(text.strip())).decode("ascii")
-    except names.NameError_ as exc:
+    except names.InvalidName as exc:
         raise InvalidObject(f"cluster id {text!r}: {exc}") from None
 
 

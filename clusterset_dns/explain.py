@@ -38,7 +38,7 @@ def _query(name: str, qtype: int) -> bytes:
     try:
         labels = names.split(name)
         wire_name = names.to_wire(labels)
-    except (names.NameError_, UnicodeError) as exc:
+    except (names.InvalidName, UnicodeError) as exc:
         raise ExplainError(f"{name!r} is not a DNS name: {exc}") from None
     head = struct.pack("!HHHHHH", 0x4558, wire.RD, 1, 0, 0, 1)
     opt = b"\x00" + struct.pack("!HHIH", wire.OPT, 1232, 0, 0)
@@ -81,7 +81,7 @@ def service_of(cache: Cache, name: str) -> tuple[str, str] | None:
     """(namespace, service) of a name at or below ``<svc>.<ns>.svc.<zone>``."""
     try:
         labels = names.split(name)
-    except (names.NameError_, UnicodeError):
+    except (names.InvalidName, UnicodeError):
         return None
     svc = cache.names.svc
     if len(labels) < len(svc) + 2 or tuple(labels[-len(svc):]) != svc:

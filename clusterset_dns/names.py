@@ -25,7 +25,7 @@ MAX_NAME_WIRE = 255
 MAX_DERIVED_HOSTNAME = 40  # endpoint_hostname() of any address: 39 (IPv6) + a "0"
 
 
-class NameError_(ValueError):
+class InvalidName(ValueError):
     """A name that cannot be put on the wire (label too long, empty, ...)."""
 
 
@@ -42,11 +42,11 @@ def split(name: str) -> Labels:
 def check(labels: Labels) -> Labels:
     for label in labels:
         if not label:
-            raise NameError_("empty label")
+            raise InvalidName("empty label")
         if len(label) > MAX_LABEL:
-            raise NameError_(f"label longer than {MAX_LABEL} bytes: {label[:20]!r}...")
+            raise InvalidName(f"label longer than {MAX_LABEL} bytes: {label[:20]!r}...")
     if wire_length(labels) > MAX_NAME_WIRE:
-        raise NameError_(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
+        raise InvalidName(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
     return labels
 
 
@@ -83,12 +83,12 @@ _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
 def label(text: str) -> bytes:
-    """``"Web"`` -> ``b"web"``; raises :class:`NameError_` unless ``text`` is one label."""
+    """``"Web"`` -> ``b"web"``; raises :class:`InvalidName` unless ``text`` is one label."""
     low = text.lower()
     if not 0 < len(low) <= MAX_LABEL:
-        raise NameError_(f"{text[:70]!r} is not 1..{MAX_LABEL} characters long")
+        raise InvalidName(f"{text[:70]!r} is not 1..{MAX_LABEL} characters long")
     if not low.isascii() or not _LABEL_CHARS.issuperset(low):
-        raise NameError_(f"{text[:70]!r} is not a DNS label (letters, digits, '-', '_')")
+        raise InvalidName(f"{text[:70]!r} is not a DNS label (letters, digits, '-', '_')")
     return low.encode("ascii")
 
 
@@ -96,7 +96,7 @@ def is_label(text: str) -> bool:
     """Whether ``text`` is one label by the rules above."""
     try:
         label(text)
-    except NameError_:
+    except InvalidName:
         return False
     return True
 

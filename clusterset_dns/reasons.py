@@ -57,7 +57,7 @@ def _port_names(zone: ZoneNames, svc: Labels, imp: ServiceImport,
     for name, protocol in found:
         try:
             owners.append(zone.port_srv(svc, name, protocol))
-        except names.NameError_:
+        except names.InvalidName:
             continue  # refused at admission: such a name cannot be asked
     return owners
 
@@ -76,7 +76,7 @@ def _endpoint_names(svc: Labels, piece: EndpointSlice,
             hostnames = ([endpoint.hostname] if endpoint.hostname is not None
                          else [names.endpoint_hostname(ip) for ip in endpoint.addresses])
             found.extend(tail.name(hostname)[1] for hostname in hostnames)
-    except names.NameError_:
+    except names.InvalidName:
         return None  # a not-ready endpoint whose name could never exist
     return names.to_wire((*cluster, *svc)), found
 

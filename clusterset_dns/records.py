@@ -317,7 +317,7 @@ class RecordBuilder:
         out = Built()
         try:
             svc = self.zone.service(namespace, name)
-        except names.NameError_:
+        except names.InvalidName:
             return out  # no name to explain
         out.explained[self._wire(svc)] = wire.ede(
             wire.EDE_INVALID_DATA, f"ServiceImport {namespace}/{name} rejected: {reason}")

@@ -66,7 +66,7 @@ SPLIT_INVALID = [
 @pytest.mark.parametrize(("text"), [t for _, t in SPLIT_INVALID],
                          ids=[i for i, _ in SPLIT_INVALID])
 def test_split_invalid(text: str) -> None:
-    with pytest.raises(ValueError):  # NameError_ (or UnicodeError) are ValueErrors
+    with pytest.raises(ValueError):  # InvalidName (or UnicodeError) are ValueErrors
         names.split(text)
 
 
@@ -126,9 +126,9 @@ def test_zone_names(zone: str, get: object, expected: str) -> None:
 def test_zone_names_reject_names_too_long() -> None:
     zone = ZoneNames("clusterset.local")
     service = zone.service("prod", "web")
-    with pytest.raises(names.NameError_):
+    with pytest.raises(names.InvalidName):
         zone.endpoint(service, "a" * 63, names.split(".".join(["b" * 63] * 3)))
-    with pytest.raises(names.NameError_):
+    with pytest.raises(names.InvalidName):
         zone.service("prod", "x" * 64)
 
 
@@ -145,7 +145,7 @@ LABELS = [
 @pytest.mark.parametrize(("text", "expected"), LABELS, ids=[repr(t)[:20] for t, _ in LABELS])
 def test_label(text: str, expected: bytes | None) -> None:
     if expected is None:
-        with pytest.raises(names.NameError_):
+        with pytest.raises(names.InvalidName):
             names.label(text)
         assert not names.is_label(text)
     else:
@@ -165,7 +165,7 @@ SUBDOMAINS = [
                          ids=[repr(t)[:20] for t, _ in SUBDOMAINS])
 def test_subdomain(text: str, expected: tuple[bytes, ...] | None) -> None:
     if expected is None:
-        with pytest.raises(names.NameError_):
+        with pytest.raises(names.InvalidName):
             names.subdomain(text)
     else:
         assert names.subdomain(text) == expected
@@ -177,7 +177,7 @@ def test_port_srv_label_limit() -> None:
     zone = ZoneNames("clusterset.local")
     service = zone.service("prod", "web")
     assert zone.port_srv(service, "p" * 62, "tcp")[0] == b"_" + b"p" * 62
-    with pytest.raises(names.NameError_):
+    with pytest.raises(names.InvalidName):
         zone.port_srv(service, "p" * 63, "tcp")
 
 
@@ -188,7 +188,7 @@ def test_endpoint_name_limit_is_the_whole_name() -> None:
     cluster = names.subdomain("c" * 40)
     room = names.MAX_NAME_WIRE - names.wire_length(service) - names.wire_length(cluster)
     assert names.wire_length(zone.endpoint(service, "h" * room, cluster)) == 255
-    with pytest.raises(names.NameError_):
+    with pytest.raises(names.InvalidName):
         zone.endpoint(service, "h" * (room + 1), cluster)
     assert len(names.endpoint_hostname(
         ip_address("ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"))) <= names.MAX_DERIVED_HOSTNAME
@@ -212,10 +212,10 @@ def test_endpoint_names_agree_with_zone_endpoint(service_labels: tuple[str, str]
         hostname = "h" * length
         try:
             labels = zone.endpoint(service, hostname, cluster)
-        except names.NameError_:
-            with pytest.raises(names.NameError_):
+        except names.InvalidName:
+            with pytest.raises(names.InvalidName):
                 fast.name(hostname)
             continue
         assert fast.name(hostname) == (labels, names.to_wire(labels))
-    with pytest.raises(names.NameError_):
+    with pytest.raises(names.InvalidName):
         fast.name("")
