@@ -207,3 +207,56 @@ def test_rolling_update_and_replica_deletion_lose_no_query(
     assert result["lost"] == 0 and result["wrong"] == 0, result
     assert result["ok"] == rate * seconds, result
     wait_pods(cluster, APP, 2)
+
+
+def _ede(client: Client, server: str, name: str, rdtype: str) -> tuple[str, str | None]:
+    """(status, the EDE line as dig prints it) for a query from the client pod."""
+    out = client.cluster.exec(client.namespace, client.name, "dig", f"@{server}", name, rdtype,
+                              "+time=3", "+tries=1", "+comments", check=False).stdout
+    status = "NO ANSWER"
+    ede = None
+    for line in out.splitlines():
+        if "status:" in line:
+            status = line.split("status:")[1].split(",")[0].strip()
+        elif line.startswith("; EDE:"):
+            ede = line[2:].strip()
+    return status, ede
+
+
+def test_client_pod_reads_why_an_answer_is_empty(
+        cluster: Cluster, client: Client, forward_target: Installed) -> None:
+    """Extended DNS Errors from a pod: an IPv4-only import asked AAAA, and a Headless
+    import whose EndpointSlices have not arrived, both written through the API, asked
+    of our Service. (Through the cluster CoreDNS the option is dropped by its `cache`
+    plugin: docs/dns-behaviour.md §3.8.)"""
+    imports = [
+        {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+         "metadata": {"name": "ede-v4", "namespace": "conf"},
+         "spec": {"type": "ClusterSetIP", "ips": ["10.42.8.1"],
+                  "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}},
+        {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+         "metadata": {"name": "ede-wait", "namespace": "conf"},
+         "spec": {"type": "Headless",
+                  "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}},
+    ]
+    want = {
+        (svc("ede-v4"), "AAAA"): (
+            "NOERROR", "EDE: 0 (Other): (no IPv6 address: this name has IPv4 addresses only)"),
+        (svc("ede-wait"), "A"): (
+            "NXDOMAIN",
+            "EDE: 0 (Other): (no EndpointSlice for ServiceImport conf/ede-wait has arrived)"),
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                            "items": imports}))
+    try:
+        got: dict[tuple[str, str], tuple[str, str | None]] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = {q: _ede(client, forward_target.service_ip, *q) for q in want}
+            if got == want:
+                break
+            time.sleep(1)
+        assert got == want
+    finally:
+        cluster.kubectl("-n", "conf", "delete", "serviceimports.multicluster.x-k8s.io",
+                        "ede-v4", "ede-wait", "--ignore-not-found")
