@@ -535,13 +535,14 @@ class Handler:
 
     def _cut(self, question: bytes, room: int) -> Form | None:
         """The truncated form of the answer to ``question`` for ``room`` bytes, in the
-        name's next rotation (truncate.py); None when it has none (nothing fits). Each
-        form is joined once per zone state and client size, then looked up."""
+        name's rotation of this second (truncate.Rotation); None when it has none
+        (nothing fits). Each form is joined once per zone state and client size, then
+        looked up."""
         key = question.lower()
         cuts = self.zone.cuts.get(key)
         if cuts is None:
             return None
-        index = cuts.rotation.take(cuts.family)
+        index = cuts.rotation.take()
         forms = self.zone.cut_forms
         memo = (key, index, room)
         if memo in forms:

@@ -6,7 +6,9 @@ whole records as fit, so that a stub resolver that never retries over TCP
 that can need it, is decided when the data changes (a :class:`Cuts` per
 answer key): the records in the order they are cut, and a few rotations of
 that order, so that consecutive truncated answers do not hand every such
-client the same endpoints. Only the bytes for one client size are joined,
+client the same endpoints. The order in use is the wall clock's second
+(:class:`Rotation`), so that every process and replica hands out the same one.
+Only the bytes for one client size are joined,
 once, when that size first asks (see ``Zone.cut_forms``).
 
 Every record the cut keeps is position-independent: an owner that is the
@@ -17,13 +19,14 @@ are pointers to those targets, so they are written again for each cut.
 from __future__ import annotations
 
 import struct
+import time
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from clusterset_dns import wire
 
-ROTATIONS = 4  # truncated orders served in turn, per name
-A_BIT, AAAA_BIT = 1, 2  # which family asked at the current rotation (Rotation.asked)
+ROTATIONS = 4  # truncated orders served in turn, per name: one a second
+A_BIT, AAAA_BIT = 1, 2  # the family a Cuts answers
 _RR_FIXED = struct.Struct("!HHIH")
 _POINTER = struct.Struct("!H")
 _SRV_HEAD = struct.Struct("!HH")  # rdlength, then the SRV priority
@@ -35,23 +38,21 @@ Form = tuple[tuple[bytes, ...], bytes]  # the header variants (wire.heads) and t
 
 
 class Rotation:
-    """Which rotation a name's next truncated answer takes; shared by the A and AAAA
-    answers of one name. A client asking both families gets one rotation for the
-    pair (the same endpoints in both, as far as size allows); a family asked again at
-    the same rotation moves every family of the name on to the next one."""
+    """Which order a name's truncated answers take now: the wall clock's second,
+    modulo ROTATIONS, shared by the name's A and AAAA answers. A turn counted per
+    process would hand a client's A and AAAA different endpoints whenever the two
+    queries reach different processes (--workers share a port by SO_REUSEPORT) or
+    replicas (behind a Service); the clock is the same in all of them, so a pair
+    asked together gets one order unless it straddles a second (or the replicas'
+    clock skew). ``clock`` is the seam tests drive."""
 
-    __slots__ = ("asked", "index")
+    __slots__ = ("clock",)
 
-    def __init__(self) -> None:
-        self.index = 0
-        self.asked = 0
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
 
-    def take(self, family: int) -> int:
-        if self.asked & family:
-            self.index = (self.index + 1) % ROTATIONS
-            self.asked = 0
-        self.asked |= family
-        return self.index
+    def take(self) -> int:
+        return int(self.clock()) % ROTATIONS
 
 
 class Cuts:

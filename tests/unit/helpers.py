@@ -10,7 +10,7 @@ it is rendered as the placeholder ``SERIAL``.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,10 +251,17 @@ def section_ends(wire: bytes) -> tuple[int, int, int, int]:
 
 
 def first_rotation(handler: Handler) -> None:
-    """Puts every name's truncated answers back to their first rotation (they move with
-    every truncated answer), so that two paths can be compared byte for byte."""
+    """Holds every name's truncated answers at their first rotation (they move with
+    the clock's second), so that two paths can be compared byte for byte."""
+    clock_at(handler, 0.0)
+
+
+def clock_at(handler: Handler, when: float | Callable[[], float]) -> None:
+    """The clock the truncated answers' rotations read (truncate.Rotation): a fixed
+    time, or a function; for the names the zone has now."""
+    clock = when if callable(when) else (lambda: when)
     for cuts in handler.zone.cuts.values():
-        cuts.rotation.index = cuts.rotation.asked = 0
+        cuts.rotation.clock = clock
 
 
 def check_cut(udp: Reply, full: Reply, limit: int) -> None:

@@ -34,6 +34,7 @@ from .helpers import (
     ask,
     build_cache,
     check_cut,
+    clock_at,
     decode,
     endpoint,
     endpoint_slice,
@@ -122,8 +123,14 @@ def test_over_tcp_and_small_answers_are_whole() -> None:
 # -- rotation ------------------------------------------------------------------------------------
 
 def test_consecutive_truncated_answers_rotate() -> None:
+    """A new order every second of the clock: one query a second sees them all."""
     handler = fresh()
-    seen = [addresses(ask(handler, query(BIG, "A", qid=i))) for i in range(2 * truncate.ROTATIONS)]
+    now = [0.0]
+    clock_at(handler, lambda: now[0])
+    seen = []
+    for i in range(2 * truncate.ROTATIONS):
+        seen.append(addresses(ask(handler, query(BIG, "A", qid=i))))
+        now[0] += 1.0
     firsts = [answer[0] for answer in seen]
     assert len(set(firsts[: truncate.ROTATIONS])) == truncate.ROTATIONS  # all different
     assert seen[truncate.ROTATIONS:] == seen[: truncate.ROTATIONS]  # then round again
@@ -132,11 +139,38 @@ def test_consecutive_truncated_answers_rotate() -> None:
                                             for r in range(truncate.ROTATIONS)]
 
 
+def test_answers_within_a_second_keep_their_order() -> None:
+    handler = fresh()
+    clock_at(handler, 7.25)
+    seen = {tuple(addresses(ask(handler, query(BIG, "A", qid=i)))) for i in range(5)}
+    assert len(seen) == 1
+
+
+def test_every_process_hands_out_the_same_order_at_the_same_second() -> None:
+    """--workers and replicas: a client's A may reach one process and its AAAA another;
+    both read the clock, so the pair still keeps the same endpoints."""
+    for second in range(truncate.ROTATIONS):
+        one, two = fresh(), fresh()
+        clock_at(one, second + 0.1)
+        clock_at(two, second + 0.9)
+        owner = _hostnames(one)
+        for _ in range(3):  # other clients asked this process before
+            ask(one, query(BIG, "A"))
+            ask(one, query(DUAL, "A"))
+        assert addresses(ask(one, query(BIG, "A"))) == addresses(ask(two, query(BIG, "A")))
+        v4 = {owner[address] for address in addresses(ask(one, query(DUAL, "A")))}
+        v6 = {owner[address] for address in addresses(ask(two, query(DUAL, "AAAA")))}
+        assert v6 and v6 < v4, second
+
+
 def test_each_rotation_is_built_once_per_client_size() -> None:
     handler = fresh()
+    now = [0.0]
+    clock_at(handler, lambda: now[0])
     for kw in ({}, {"edns": 0}):
         for i in range(3 * truncate.ROTATIONS):
             ask(handler, query(BIG, "A", qid=i, **kw))
+            now[0] += 1.0
     forms = [key for key in handler.zone.cut_forms if key[0].startswith(b"\x03big")]
     assert len(forms) == 2 * truncate.ROTATIONS
 
@@ -159,10 +193,13 @@ def test_a_and_aaaa_keep_the_same_endpoints(first: str, edns: int | None) -> Non
     far as size allows: every endpoint of the smaller AAAA answer is in the A answer."""
     handler = fresh()
     owner = _hostnames(handler)
+    now = [0.5]
+    clock_at(handler, lambda: now[0])
     second = "AAAA" if first == "A" else "A"
     starts = set()
     for _ in range(truncate.ROTATIONS):
         got = {qtype: ask(handler, query(DUAL, qtype, edns=edns)) for qtype in (first, second)}
+        now[0] += 1.0
         v4 = {owner[address] for address in addresses(got["A"])}
         v6 = {owner[address] for address in addresses(got["AAAA"])}
         assert got["A"].has(dns.flags.TC) and got["AAAA"].has(dns.flags.TC)
@@ -250,9 +287,13 @@ def test_srv_cut_keeps_the_listed_order_lowest_priority_first(priorities: list[i
 
 def test_truncated_answers_are_not_remembered_and_keep_rotating() -> None:
     handler = fresh()
+    now = [0.0]
+    clock_at(handler, lambda: now[0])
     before = len(handler.zone.responses)
-    firsts = {addresses(ask(handler, query(BIG, "A", qid=7)))[0]
-              for _ in range(truncate.ROTATIONS)}
+    firsts = set()
+    for _ in range(truncate.ROTATIONS):  # the same query, a second apart
+        firsts.add(addresses(ask(handler, query(BIG, "A", qid=7)))[0])
+        now[0] += 1.0
     assert len(firsts) == truncate.ROTATIONS
     assert len(handler.zone.responses) == before
     assert handler.stats.truncated == truncate.ROTATIONS
@@ -301,8 +342,11 @@ def test_the_batched_reader_rotates_too(
     """The reader answers remembered queries itself: a truncated answer must not be
     frozen into one remembered response."""
     reader, handler, client, where = batch
+    now = [0.0]
+    clock_at(handler, lambda: now[0])
     firsts = []
     for i in range(truncate.ROTATIONS):
+        now[0] = float(i)
         client.sendto(query(BIG, "A", qid=i), where)
         for _ in range(50):
             reader._readable()
