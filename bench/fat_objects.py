@@ -16,7 +16,6 @@ here is a test: figures go to docs/benchmark.md and docs/reliability.md.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import dns.exception
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for  # noqa: E402
 from clusterset_dns_testkit.fat import last_address, memory_kib, write_objects  # noqa: E402
@@ -63,11 +63,11 @@ def mib(kib: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__)
     parser.add_argument("--slices", type=int, default=1000)
     parser.add_argument("--annotation-kib", type=int, default=250)
-    parser.add_argument("--baseline", type=Path)
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS)
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout measured in the same run (e.g. the code before)")
     args = parser.parse_args()
     runs = [("thin", "this code, no annotations (reference)", ROOT),
             ("fat", "this code", ROOT)]
@@ -114,10 +114,8 @@ def main() -> int:
         print(f"| {r['namespace']} | {r['code']} | {r['peak_list_mib']} | {r['rss_listed_mib']} "
               f"| {r['peak_watch_mib']} | {r['rss_watched_mib']} |")
     data = {"slices": args.slices, "annotation_kib": args.annotation_kib, "rows": rows}
-    path = bench_results.write(bench_results.envelope(
-        "fat_objects", data, versions=bench_results.peer_versions("kube-apiserver", "etcd")),
-        args.results)
-    print(f"wrote {path}; regenerate the page with python bench/report.py")
+    cli.publish(args, bench_results.envelope(
+        "fat_objects", data, versions=bench_results.peer_versions("kube-apiserver", "etcd")))
     return 0
 
 

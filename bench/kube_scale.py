@@ -22,7 +22,6 @@ Every loop is bounded in time. Loopback only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any
 # This checkout's clusterset_dns_testkit, whatever else is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from clusterset_dns_testkit.bench import cli
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.apiload import load, propagation, start_coredns, start_ours
 from clusterset_dns_testkit.peers import KubeAPI
@@ -67,34 +67,19 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--imports", type=int, default=10000)
-    parser.add_argument("--headless", type=int, default=1000)
-    parser.add_argument("--endpoints", type=int, default=100)
-    parser.add_argument("--updates", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=100.0)
+    parser = cli.parser(__doc__)
+    cli.add_dataset(parser)
     parser.add_argument("--coredns", action="store_true", help="also measure CoreDNS")
-    parser.add_argument("--out", type=Path, help="also write the result's JSON here")
+    cli.add_out(parser)
     parser.add_argument("--runs", type=int, default=1,
                         help="measure this many times, each on a freshly loaded API server (1)")
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
-                        help="where the result is written (bench/results)")
     args = parser.parse_args()
     runs = [one_run(args) for _ in range(args.runs)]
     versions = bench_results.peer_versions("kube-apiserver", "etcd")
     if args.coredns:
         versions |= bench_results.peer_versions("coredns")
-    # Another data set is a smoke run of the pipeline: the page shows the standard one only.
-    smaller = (args.imports, args.headless, args.endpoints) != (10000, 1000, 100)
-    results = bench_results.envelope("kube_scale", {"runs": runs}, versions=versions,
-                                     quick=smaller)
-    path = bench_results.write(results, args.results)
-    print(f"wrote {path}; regenerate the page with python bench/report.py", flush=True)
-    text = json.dumps(results, indent=2)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    print(text)
+    cli.publish(args, bench_results.envelope("kube_scale", {"runs": runs}, versions=versions,
+                                             quick=cli.smaller(args)))
     return 0
 
 

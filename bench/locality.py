@@ -20,7 +20,6 @@ test: figures go to docs/benchmark.md.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ import dns.query
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's testkit, whatever else is installed
 
+from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.dnsserver import ServerProcess  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
@@ -98,11 +98,9 @@ def summary(values: list[float]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = cli.parser(__doc__)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=10.0)
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
-                        help="where the result is written (bench/results)")
     args = parser.parse_args()
     with KubeAPI() as api:
         api.install_crds(["mcs-api-v0.5.0", "about-api"])
@@ -137,12 +135,10 @@ def main() -> int:
     print(f"EndpointSlice write -> answer (reference): {summary(slices)}")
     ratio = statistics.median(prop) / statistics.median(slices)
     print(f"ratio of medians: {ratio:.2f}")
-    envelope = bench_results.envelope(
+    cli.publish(args, bench_results.envelope(
         "locality", {"rounds": args.rounds, "property": figures(prop),
                      "slice": figures(slices), "ratio": ratio},
-        versions=bench_results.peer_versions("kube-apiserver", "etcd"))
-    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
-          "python bench/report.py")
+        versions=bench_results.peer_versions("kube-apiserver", "etcd")))
     return 0
 
 

@@ -13,7 +13,6 @@ checkout measured in the same run.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import socket
@@ -30,6 +29,7 @@ import dns.query
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import free_port  # noqa: E402
 
@@ -106,27 +106,15 @@ def measure(repo: Path, files: int, seconds: float) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__)
     parser.add_argument("--files", type=int, default=20000)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--repo", type=Path, default=ROOT)
-    parser.add_argument("--baseline", type=Path,
-                        help="another checkout measured in the same run (e.g. the code before)")
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS)
+    cli.add_checkouts(parser)
     args = parser.parse_args()
     data: dict[str, object] = {"files": args.files, "seconds": args.seconds,
                                "poll_interval": 0.5}
-    data["ours"] = measure(args.repo, args.files, args.seconds)
-    print("this checkout:", data["ours"])
-    if args.baseline is not None:
-        data["baseline"] = measure(args.baseline, args.files, args.seconds)
-        data["baseline_version"] = bench_results.git_version(args.baseline)
-        print("baseline:", data["baseline"])
-    if args.repo.resolve() != ROOT:
-        print("another checkout (--repo): no result written")
-        return 0
-    path = bench_results.write(bench_results.envelope("manifest_poll", data), args.results)
-    print(f"wrote {path}; regenerate the page with python bench/report.py")
+    cli.checkouts(args, data, lambda repo: measure(repo, args.files, args.seconds))
+    cli.publish(args, bench_results.envelope("manifest_poll", data))
     return 0
 
 

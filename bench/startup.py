@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clusterset_dns_testkit.bench import apiload  # noqa: E402
+from clusterset_dns_testkit.bench import apiload, cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
 
@@ -55,16 +55,12 @@ def start_coredns(api: KubeAPI, args: argparse.Namespace) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__)
     parser.add_argument("--checkout", type=Path, action="append",
                         help="a clusterset-dns checkout to start (repeatable; default: this one)")
     parser.add_argument("--coredns", action="store_true", help="also start CoreDNS")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--imports", type=int, default=10000)
-    parser.add_argument("--headless", type=int, default=1000)
-    parser.add_argument("--endpoints", type=int, default=100)
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
-                        help="where the result is written (bench/results)")
+    cli.add_dataset(parser, updates=False)
     args = parser.parse_args()
     servers: list[str] = [str(c.resolve()) for c in (args.checkout or [ROOT])]
     if args.coredns:
@@ -93,12 +89,9 @@ def main() -> int:
     named = {("CoreDNS" if server == "coredns" else
               f"clusterset-dns {bench_results.git_version(Path(server))}"): runs
              for server, runs in results.items()}
-    smaller = (args.imports, args.headless, args.endpoints) != (10000, 1000, 100)
-    envelope = bench_results.envelope(
-        "startup", {"rounds": args.rounds, "servers": named}, quick=smaller,
-        versions=bench_results.peer_versions("kube-apiserver", "etcd", "coredns"))
-    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
-          "python bench/report.py")
+    cli.publish(args, bench_results.envelope(
+        "startup", {"rounds": args.rounds, "servers": named}, quick=cli.smaller(args),
+        versions=bench_results.peer_versions("kube-apiserver", "etcd", "coredns")))
     return 0
 
 

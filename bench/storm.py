@@ -19,7 +19,6 @@ docs/benchmark.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -43,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # This checkout's clusterset_dns_testkit, whatever else is installed.
 sys.path.insert(0, str(ROOT))
 
+from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI, free_port  # noqa: E402
 
@@ -143,15 +143,12 @@ def summary(p: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--endpoints", type=int, default=1000)
     parser.add_argument("--ports", type=int, default=5)
     parser.add_argument("--burst", type=int, default=30)
-    parser.add_argument("--repo", type=Path, default=ROOT,
-                        help="checkout whose clusterset_dns is started (to compare)")
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
-                        help="where the result is written (bench/results)")
+    cli.add_checkouts(parser, baseline=False)
     args = parser.parse_args()
     with KubeAPI() as api:
         api.install_crds(["mcs-api-v0.5.0"])
@@ -248,16 +245,11 @@ def main() -> int:
         print(summary(p))
     last_ms = (caught_up[0] - resumed[0]) * 1000
     print(f"last of the {args.burst} updates answered {last_ms:.0f} ms after the resume")
-    if args.repo.resolve() != ROOT:
-        print("another checkout (--repo): no result written")
-        return 0
-    envelope = bench_results.envelope(
+    cli.publish(args, bench_results.envelope(
         "storm", {"endpoints": args.endpoints, "ports": args.ports, "burst": args.burst,
                   "seconds": args.seconds, "writes": writes, "phases": phases,
                   "last_burst_answered_ms": last_ms},
-        versions=bench_results.peer_versions("kube-apiserver", "etcd"))
-    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
-          "python bench/report.py")
+        versions=bench_results.peer_versions("kube-apiserver", "etcd")))
     return 0
 
 

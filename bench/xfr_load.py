@@ -26,7 +26,6 @@ Loopback only; every wait is bounded.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import re
@@ -49,6 +48,7 @@ import dns.rrset
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import free_port  # noqa: E402
 
@@ -311,31 +311,18 @@ def measure(repo: Path, services: int, each: int, transfers: int,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser(__doc__)
     parser.add_argument("--services", type=int, default=70)
     parser.add_argument("--endpoints", type=int, default=500)
     parser.add_argument("--transfers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--repo", type=Path, default=ROOT)
-    parser.add_argument("--baseline", type=Path,
-                        help="another checkout measured in the same run (e.g. the code before)")
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS)
+    cli.add_checkouts(parser)
     args = parser.parse_args()
     data: dict[str, Any] = {"services": args.services, "endpoints": args.endpoints,
                             "transfers": args.transfers, "seconds": args.seconds}
-    print("this checkout:", flush=True)
-    data["ours"] = measure(args.repo, args.services, args.endpoints, args.transfers,
-                           args.seconds)
-    if args.baseline is not None:
-        print("baseline:", flush=True)
-        data["baseline"] = measure(args.baseline, args.services, args.endpoints,
-                                   args.transfers, args.seconds)
-        data["baseline_version"] = bench_results.git_version(args.baseline)
-    if args.repo.resolve() != ROOT:
-        print("another checkout (--repo): no result written")
-        return 0
-    path = bench_results.write(bench_results.envelope("xfr_load", data), args.results)
-    print(f"wrote {path}; regenerate the page with python bench/report.py")
+    cli.checkouts(args, data, lambda repo: measure(repo, args.services, args.endpoints,
+                                                   args.transfers, args.seconds))
+    cli.publish(args, bench_results.envelope("xfr_load", data))
     return 0
 
 

@@ -18,8 +18,6 @@ Every wait is bounded. Loopback only.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import subprocess
@@ -30,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from clusterset_dns_testkit.bench import cli
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.apiload import NAMESPACES, SLICES, Writer, ip4, load, propagation
 from clusterset_dns_testkit.peers import KubeAPI, free_port
@@ -72,15 +71,9 @@ def knot_version() -> dict[str, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--imports", type=int, default=10000)
-    parser.add_argument("--headless", type=int, default=1000)
-    parser.add_argument("--endpoints", type=int, default=100)
-    parser.add_argument("--updates", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--out", type=Path, help="also write the result's JSON here")
-    parser.add_argument("--results", type=Path, default=bench_results.RESULTS,
-                        help="where the result is written (bench/results)")
+    parser = cli.parser(__doc__)
+    cli.add_dataset(parser)
+    cli.add_out(parser)
     args = parser.parse_args()
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "objects": {"imports": args.imports, "headless": args.headless,
@@ -130,17 +123,9 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(10)
-    smaller = (args.imports, args.headless, args.endpoints) != (10000, 1000, 100)
-    envelope = bench_results.envelope(
-        "xfr_scale", results, quick=smaller,
-        versions=bench_results.peer_versions("kube-apiserver", "etcd") | knot_version())
-    print(f"wrote {bench_results.write(envelope, args.results)}; regenerate the page with "
-          "python bench/report.py", flush=True)
-    text = json.dumps(envelope, indent=2)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    print(text)
+    cli.publish(args, bench_results.envelope(
+        "xfr_scale", results, quick=cli.smaller(args),
+        versions=bench_results.peer_versions("kube-apiserver", "etcd") | knot_version()))
     return 0
 
 
