@@ -148,10 +148,11 @@ class Sink:
     and steps one past the clock (see Cache._rebuild_all): above every serial a
     previous run or another replica handed out, which were at most their clock."""
 
-    def __init__(self, cache: Cache, pool: workers.WorkerPool,
+    def __init__(self, cache: Cache, pool: workers.WorkerPool, meters: metrics.Metrics,
                  on_serial: Callable[[], None] = lambda: None) -> None:
         self.cache = cache
         self.pool = pool
+        self.metrics = meters
         self.on_serial = on_serial
         self.clock = cache.clock
         self.synced = asyncio.Event()
@@ -194,18 +195,18 @@ class Sink:
             # Even an update that raised (a bug, rebuilt later) reaches the workers:
             # their caches keep matching this one, serial included.
             seconds = time.perf_counter() - started
-            metrics.update_seconds.observe(seconds)
+            self.metrics.update_seconds.observe(seconds)
             # Served from here on (this process; the workers a moment later).
             if self.cache.programmed:
                 now = time.time()
                 for kind, trigger in self.cache.programmed:
-                    metrics.programming.labels(kind).observe(max(0.0, now - trigger))
+                    self.metrics.programming.labels(kind).observe(max(0.0, now - trigger))
                 self.cache.programmed.clear()
             self.pool.send([*ops, SetSerial(self.cache.zone.serial)], seconds)
             if self.cache.zone.serial != serial:
                 self.on_serial()
         for rejected in applied.rejected:
-            count_invalid(rejected.kind)
+            self.metrics.invalid(rejected.kind)
         # A first list comes in page by page (each below BULK): its load ends when the
         # cache is first synced.
         first_sync = self.cache.zone.synced and not self.synced.is_set()
@@ -215,40 +216,29 @@ class Sink:
             self.synced.set()
 
 
-# The kind label of invalid_objects_total is the Kubernetes kind, whoever counts: the
-# cache (IMPORT, SLICE), a manifest or a watch event (the object's kind), a list item
-# (it carries no kind: the watch names its resource, "import", "slice" or "property").
-INVALID_KINDS = {"import": "ServiceImport", "slice": "EndpointSlice",
-                 "property": "ClusterProperty"}
-
-
-def count_invalid(kind: str) -> None:
-    metrics.invalid_objects.labels(INVALID_KINDS.get(kind, kind) or "unknown").inc()
-
-
-def make_source(config: Config, apply: Callable[[list[Op]], None],
+def make_source(config: Config, apply: Callable[[list[Op]], None], meters: metrics.Metrics,
                 cache: Cache | None = None) -> Callable[[], Coroutine[Any, Any, None]]:
     """``cache``: the one --events reports the rejections of."""
     def file_error(reason: str) -> None:
-        metrics.manifest_errors.labels(reason).inc()
+        meters.manifest_errors.labels(reason).inc()
 
     if config.manifests is not None:
         extra = (api.split("/")[0] for api in config.serviceimport_apis)
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,
-                              frozenset(config.namespaces), count_invalid, file_error,
+                              frozenset(config.namespaces), meters.invalid, file_error,
                               cluster_property=config.cluster_id is None).run
     from clusterset_dns.locality import Locality
     from clusterset_dns.watch import KubeSource
 
-    locality = Locality(config, apply, count_invalid)
+    locality = Locality(config, apply, meters)
     tasks: list[Callable[[Any], Coroutine[Any, Any, None]]] = [locality.run]
     if config.events and cache is not None:
         from clusterset_dns import events
 
         namespace = config.events_namespace or _own_namespace()
         tasks.append(lambda client: events.run(client, cache, namespace, config.events_lease))
-    return KubeSource(config, apply, count_invalid, extra=tasks).run
+    return KubeSource(config, apply, meters, extra=tasks).run
 
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -268,10 +258,11 @@ async def serve(config: Config) -> int:
     state = process_state(config, (signal.SIGTERM, signal.SIGINT))
     cache, handler = state.cache, state.handler
     cache.record_programming = True  # for clusterset_dns_dns_programming_duration_seconds
+    meters = metrics.Metrics()
     pool = workers.WorkerPool(config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
-                              lambda reason: metrics.worker_restarts.labels(reason).inc())
+                              lambda reason: meters.worker_restarts.labels(reason).inc())
     journal = state.journal
-    metrics.registry.register(metrics.ServerCollector(
+    meters.registry.register(metrics.ServerCollector(
         cache, handler.stats, pool.stats, lambda: len(pool.missing()),
         lambda: journal.records if journal is not None else 0))
     notifier = None
@@ -279,8 +270,8 @@ async def serve(config: Config) -> int:
         from clusterset_dns.notify import Notifier  # dnspython: only when used
         notifier = Notifier(config.zone, config.notify, lambda: cache.zone.serial,
                             state.transfers.key if state.transfers else None,
-                            lambda result: metrics.notifies.labels(result).inc())
-    sink = Sink(cache, pool, notifier.changed if notifier else lambda: None)
+                            lambda result: meters.notifies.labels(result).inc())
+    sink = Sink(cache, pool, meters, notifier.changed if notifier else lambda: None)
     dns = state.server(config, reuse_port=config.workers > 1)
 
     def health(_: Mapping[str, str]) -> tuple[int, str, bytes]:
@@ -299,7 +290,7 @@ async def serve(config: Config) -> int:
         return 200, "text/plain", b"OK\n"
 
     def scrape(_: Mapping[str, str]) -> tuple[int, str, bytes]:
-        return 200, *metrics.exposition()
+        return 200, *meters.exposition()
 
     def why(params: Mapping[str, str]) -> tuple[int, str, bytes]:
         from clusterset_dns import explain  # only when asked
@@ -317,14 +308,15 @@ async def serve(config: Config) -> int:
                                (config.metrics_listen, "/metrics", scrape)):
         if where is not None:
             routes.setdefault(where, {})[path] = route
-    http = HTTPEndpoints(on_evict=metrics.http_evicted.inc)
+    http = HTTPEndpoints(on_evict=meters.http_evicted.inc)
     # Now, not when DNS starts: the HTTP endpoints and the source open descriptors first.
     raise_fd_limit()
     try:
         await pool.start()
         for where, table in routes.items():
             await http.serve(where, table)
-        source = asyncio.create_task(make_source(config, sink.apply, cache)(), name="source")
+        source = asyncio.create_task(make_source(config, sink.apply, meters, cache)(),
+                                     name="source")
         synced = asyncio.create_task(sink.synced.wait())
         stopper = asyncio.create_task(state.stop.wait())
         # The first load is a few hundred thousand objects that all stay (answers,
@@ -355,7 +347,7 @@ async def serve(config: Config) -> int:
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
                         config.startup_timeout)
         await dns.start()
-        metrics.udp_io.labels(dns.udp_mode).set(1)
+        meters.udp_io.labels(dns.udp_mode).set(1)
         pool.start_serving()
         if notifier is not None:
             notifier.start()

@@ -31,6 +31,7 @@ from clusterset_dns import convert
 from clusterset_dns.cache import Op, SetClusterId, SetTopologyZone
 from clusterset_dns.config import Config
 from clusterset_dns.kube import KubeError
+from clusterset_dns.metrics import Metrics
 from clusterset_dns.model import ObjectKey
 from clusterset_dns.watch import Backoff, Client, NotServed, Reflector, Resource
 
@@ -58,10 +59,10 @@ def property_resource(group_version: str, values: dict[str, str | None]) -> Reso
 
 class Locality:
     def __init__(self, config: Config, apply: Callable[[list[Op]], None],
-                 invalid: Callable[[str], None]) -> None:
+                 metrics: Metrics) -> None:
         self.config = config
         self.apply = apply
-        self.invalid = invalid
+        self.metrics = metrics
 
     async def run(self, client: Client) -> None:
         tasks = []
@@ -142,7 +143,8 @@ class Locality:
                      " / ".join(convert.CLUSTER_ID_PROPERTIES), group_version)
             values: dict[str, str | None] = {}
             reflector = Reflector(client, property_resource(group_version, values), self.apply,
-                                  self.invalid, self.config, lambda: None, discovered=True)
+                                  self.metrics.invalid, self.config, lambda: None,
+                                  discovered=True, metrics=self.metrics)
             try:
                 await reflector.run()
             except NotServed as exc:

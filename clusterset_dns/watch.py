@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from clusterset_dns import convert, metrics
+from clusterset_dns import convert
 from clusterset_dns.cache import IMPORT, SLICE, Op, PutImport, PutRejected, PutSlice, SetSynced
 from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.kube import (
@@ -52,6 +52,7 @@ from clusterset_dns.kube import (
     event_of,
     page_of,
 )
+from clusterset_dns.metrics import Metrics
 from clusterset_dns.model import ObjectKey
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,10 @@ class Backoff:
 class Reflector:
     def __init__(self, client: Client, resource: Resource, apply: Callable[[list[Op]], None],
                  invalid: Callable[[str], None], config: Config,
-                 on_listed: Callable[[], None], discovered: bool = False) -> None:
+                 on_listed: Callable[[], None], discovered: bool = False, *,
+                 metrics: Metrics) -> None:
         self.client = client
+        self.metrics = metrics
         self.resource = resource
         self.apply = apply
         self.invalid = invalid
@@ -271,7 +274,7 @@ class Reflector:
             ops += [self.resource.put(key, None) for key in self.known if key not in found]
             ops += [self.resource.put(key, model) for key, model in found.items()]
         self.pending.clear()  # the list is newer than any event still waiting
-        metrics.relists.labels(self.resource.op_kind, reason).inc()
+        self.metrics.relists.labels(self.resource.op_kind, reason).inc()
         if ops:
             self._apply(ops)
         self.known, self.suspect = found, set()
@@ -292,7 +295,7 @@ class Reflector:
                       if key in known and known[key] != model)
         for change, number in (("added", added), ("removed", removed), ("changed", changed)):
             if number:
-                metrics.relist_drift.labels(self.resource.op_kind, change).inc(number)
+                self.metrics.relist_drift.labels(self.resource.op_kind, change).inc(number)
         if added or removed or changed:
             log.warning("%s: the %s relist found %d added, %d removed, %d changed objects "
                         "that the watch had not delivered; repaired", self.resource.label,
@@ -348,7 +351,7 @@ class Reflector:
         last_yield = time.monotonic()
         async for raw in stream:
             event = event_of(raw)
-            metrics.last_event.labels(self.resource.op_kind).set(time.time())
+            self.metrics.last_event.labels(self.resource.op_kind).set(time.time())
             if event.type == "ERROR":
                 code = event.object.get("code")
                 if code == 410:
@@ -434,7 +437,7 @@ class Reflector:
         while True:
             try:
                 if reason is None and await self.went_back():
-                    metrics.watch_restarts.labels(self.resource.op_kind, "rv-backwards").inc()
+                    self.metrics.watch_restarts.labels(self.resource.op_kind, "rv-backwards").inc()
                     reason = "rv-backwards"
                 if reason is not None:
                     await self.relist(reason, rebuild)
@@ -443,12 +446,12 @@ class Reflector:
                 if self.next_relist is not None and time.monotonic() >= self.next_relist:
                     reason = "periodic"
                     continue
-                metrics.watch_restarts.labels(self.resource.op_kind, "timeout").inc()
+                self.metrics.watch_restarts.labels(self.resource.op_kind, "timeout").inc()
                 log.debug("watch of %s ended; resuming", self.resource.label)
             except Gone as exc:
                 log.info("%s: resourceVersion too old (%s); listing again",
                          self.resource.label, exc)
-                metrics.watch_restarts.labels(self.resource.op_kind, "gone").inc()
+                self.metrics.watch_restarts.labels(self.resource.op_kind, "gone").inc()
                 reason = "gone"
             except KubeError as exc:
                 if isinstance(exc, ApiError) and exc.status == 404 and self.discovered:
@@ -457,7 +460,7 @@ class Reflector:
                     reason = "gone"  # expired list continue token, or 410 as a status
                 cause = ("api-error" if isinstance(exc, ApiError)
                          else "inactive" if isinstance(exc, Inactive) else "unreachable")
-                metrics.watch_restarts.labels(self.resource.op_kind, cause).inc()
+                self.metrics.watch_restarts.labels(self.resource.op_kind, cause).inc()
                 delay = self.backoff.next()
                 log.warning("%s: %s; retrying in %.1fs (serving the last known data)",
                             self.resource.label, exc, delay)
@@ -469,7 +472,7 @@ class Reflector:
                 # a list that rebuilds everything this reflector feeds (the failed update
                 # may have stopped half way). Backed off: a bug that repeats on every
                 # list must not spin.
-                metrics.watch_restarts.labels(self.resource.op_kind, "bug").inc()
+                self.metrics.watch_restarts.labels(self.resource.op_kind, "bug").inc()
                 delay = self.backoff.next()
                 log.exception("%s: internal error (a bug; please report it); rebuilding "
                               "from a full list in %.1fs", self.resource.label, delay)
@@ -511,13 +514,13 @@ class KubeSource:
     """Discovers what to watch, then runs one reflector per resource and namespace."""
 
     def __init__(self, config: Config, apply: Callable[[list[Op]], None],
-                 invalid: Callable[[str], None], client: Client | None = None,
+                 metrics: Metrics, client: Client | None = None,
                  extra: Sequence[Callable[[Client], Awaitable[None]]] = ()) -> None:
         """``extra``: more tasks run with the same client, as long as the source runs
         (the server's own locality, :mod:`locality`)."""
         self.config = config
         self.apply = apply
-        self.invalid = invalid
+        self.metrics = metrics
         self.client = client
         self.extra = extra
         self.reflectors: list[Reflector] = []
@@ -579,8 +582,8 @@ class KubeSource:
 
     def _reflector(self, resource: Resource, discovered: bool = False) -> Reflector:
         assert self.client is not None
-        return Reflector(self.client, resource, self.apply, self.invalid, self.config,
-                         self._on_listed, discovered)
+        return Reflector(self.client, resource, self.apply, self.metrics.invalid, self.config,
+                         self._on_listed, discovered, metrics=self.metrics)
 
     def _on_listed(self) -> None:
         # Both kinds must be there: slices may list before ServiceImports are discovered.
@@ -610,5 +613,5 @@ class KubeSource:
                 known = {k: m for r in imports for k, m in r.known.items()}
                 delay = backoff.next()
                 log.warning("%s; discovering the ServiceImport API again in %.1fs", exc, delay)
-                metrics.watch_restarts.labels("import", "not-served").inc()
+                self.metrics.watch_restarts.labels("import", "not-served").inc()
                 await asyncio.sleep(delay)

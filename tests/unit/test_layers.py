@@ -41,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "dump": {"cache", "config", "manifests", "names", "rrs"},
     "kube": set(),
     "watch": {"cache", "config", "convert", "kube", "metrics", "model"},
-    "locality": {"cache", "config", "convert", "kube", "model", "watch"},
+    "locality": {"cache", "config", "convert", "kube", "metrics", "model", "watch"},
     "workers": {"cache", "config", "stats"},
     "zonedata": {"cache", "rrs", "wire"},
     "journal": {"cache", "rrs", "wire"},

@@ -16,6 +16,7 @@ from clusterset_dns import locality
 from clusterset_dns.cache import Op, SetClusterId, SetTopologyZone
 from clusterset_dns.config import Config
 from clusterset_dns.kube import ApiError, KubeError
+from clusterset_dns.metrics import Metrics
 
 REAL_SLEEP = asyncio.sleep
 
@@ -80,7 +81,7 @@ RESOURCES = {"kind": "APIResourceList", "resources": [{"name": "clusterpropertie
 def test_discovery_takes_the_preferred_version_serving_clusterproperties() -> None:
     client = Script({"/apis/about.k8s.io": [GROUP],
                      "/apis/about.k8s.io/v1beta1": [RESOURCES]})
-    source = locality.Locality(Config(), lambda ops: None, lambda kind: None)
+    source = locality.Locality(Config(), lambda ops: None, Metrics())
     assert asyncio.run(source.discover(client)) == "about.k8s.io/v1beta1"
 
 
@@ -88,14 +89,14 @@ def test_discovery_without_the_resource_is_none() -> None:
     client = Script({"/apis/about.k8s.io": [GROUP],
                      "/apis/about.k8s.io/v1beta1": [{"resources": [{"name": "other"}]}],
                      "/apis/about.k8s.io/v1alpha1": [{"resources": []}]})
-    source = locality.Locality(Config(), lambda ops: None, lambda kind: None)
+    source = locality.Locality(Config(), lambda ops: None, Metrics())
     assert asyncio.run(source.discover(client)) is None
 
 
 def test_absent_crd_is_said_once_and_looked_for_again(
         sleeps: list[float], caplog: pytest.LogCaptureFixture) -> None:
     applied: list[list[Op]] = []
-    source = locality.Locality(Config(), applied.append, lambda kind: None)
+    source = locality.Locality(Config(), applied.append, Metrics())
     client = Script({})  # every path 404
     with caplog.at_level(logging.INFO, logger="clusterset_dns.locality"):
         run_for(source.run(client), sleeps, 3)
@@ -109,7 +110,7 @@ def test_absent_crd_is_said_once_and_looked_for_again(
 
 def test_cluster_id_flag_skips_the_property() -> None:
     client = Script({})
-    source = locality.Locality(Config(cluster_id="east"), lambda ops: None, lambda k: None)
+    source = locality.Locality(Config(cluster_id="east"), lambda ops: None, Metrics())
     asyncio.run(source.run(client))  # nothing to do: returns at once
     assert client.gets == []
 
@@ -119,7 +120,7 @@ def test_node_zone_is_retried_then_applied(sleeps: list[float]) -> None:
     node = {"metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "zone-a"}}}
     client = Script({"/api/v1/nodes/n1": [KubeError("connection refused"), node]})
     source = locality.Locality(Config(cluster_id="east", topology_zone_from_node="n1"),
-                               applied.append, lambda kind: None)
+                               applied.append, Metrics())
     run_for(source.run(client), sleeps, 3)
     assert applied == [[SetTopologyZone("zone-a")]]  # once: the re-reads found no change
     assert sleeps[1:3] == [locality.NODE_RECHECK] * 2
@@ -151,7 +152,7 @@ def test_a_bug_in_discovery_does_not_stop_the_source(
     applied: list[list[Op]] = []
     # preferredVersion of a shape nobody foresaw: an AttributeError inside discovery
     client = Script({"/apis/about.k8s.io": [{"versions": [], "preferredVersion": "v1"}]})
-    source = locality.Locality(Config(), applied.append, lambda kind: None)
+    source = locality.Locality(Config(), applied.append, Metrics())
     with caplog.at_level(logging.ERROR, logger="clusterset_dns.locality"):
         run_for(source.run(client), sleeps, 2)
     assert len(sleeps) >= 2 and client.gets.count("/apis/about.k8s.io") >= 2

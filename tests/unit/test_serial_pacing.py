@@ -11,6 +11,7 @@ from clusterset_dns import app, workers
 from clusterset_dns.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.journal import Journal
+from clusterset_dns.metrics import Metrics
 from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
 from clusterset_dns.names import ZoneNames
 
@@ -40,7 +41,7 @@ def sink() -> tuple[app.Sink, Cache, Journal, Clock, list[int]]:
     cache.on_change = journal.record
     pool = workers.WorkerPool(Config(), 0, app.WORKER_ENTRY, lambda: [])
     notified: list[int] = []
-    return (app.Sink(cache, pool, lambda: notified.append(cache.zone.serial)), cache,
+    return (app.Sink(cache, pool, Metrics(), lambda: notified.append(cache.zone.serial)), cache,
             journal, clock, notified)
 
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import convert, metrics, watch
+from clusterset_dns import convert, watch
 from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
 from clusterset_dns.kube import ApiError, Inactive, KubeError
+from clusterset_dns.metrics import Metrics
 from clusterset_dns.names import ZoneNames
 
 from .helpers import (
@@ -205,8 +206,12 @@ class Run:
         def on_listed() -> None:
             self.listed += 1
 
+        self.metrics = Metrics()
         self.reflector = watch.Reflector(self.client, resource, apply, self.invalid.append,
-                                         Config(), on_listed)
+                                         Config(), on_listed, metrics=self.metrics)
+
+    def counter(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
 
     def run(self) -> None:
         run_until(self.reflector.run, lambda: self.path in self.client.hanging)
@@ -484,12 +489,12 @@ def test_a_list_of_the_wrong_shape_is_an_api_error(sleeps: list[float], answer: 
     """Used whole or not at all: a partial list would delete what it lacks."""
     run = imports_run()
     run.client.lists[run.path] = [answer, page(WEB, rv="10")]
-    before = counter("clusterset_dns_watch_restarts_total", resource="import",
+    before = run.counter("clusterset_dns_watch_restarts_total", resource="import",
                      reason="unreachable")
     run.run()
     assert run.imports() == {"prod/web": ("10.1.0.1",)}
     assert len(sleeps) == 1
-    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+    assert run.counter("clusterset_dns_watch_restarts_total", resource="import",
                    reason="unreachable") == before + 1
 
 
@@ -532,10 +537,6 @@ def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
     assert len(sleeps) == 1
 
 
-def counter(name: str, **labels: str) -> float:
-    return metrics.registry.get_sample_value(name, labels) or 0.0
-
-
 # -- bugs: loud, never "unreachable", and nothing stays half built ----------------------------
 
 @pytest.mark.timeout(10)
@@ -564,8 +565,8 @@ def test_a_bug_is_logged_counted_and_rebuilt_from_a_full_list(
     else:
         run.client.streams[run.path] = [[event("MODIFIED", WEB2, "11"), 0.05,
                                          TypeError("a bug in the stream code")]]
-    bugs = counter("clusterset_dns_watch_restarts_total", resource="import", reason="bug")
-    unreachable = counter("clusterset_dns_watch_restarts_total", resource="import",
+    bugs = run.counter("clusterset_dns_watch_restarts_total", resource="import", reason="bug")
+    unreachable = run.counter("clusterset_dns_watch_restarts_total", resource="import",
                           reason="unreachable")
 
     def fail_once() -> None:
@@ -573,11 +574,11 @@ def test_a_bug_is_logged_counted_and_rebuilt_from_a_full_list(
 
     fail_once()
     run.run()
-    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+    assert run.counter("clusterset_dns_watch_restarts_total", resource="import",
                    reason="bug") == bugs + 1
-    assert counter("clusterset_dns_watch_restarts_total", resource="import",
+    assert run.counter("clusterset_dns_watch_restarts_total", resource="import",
                    reason="unreachable") == unreachable
-    assert counter("clusterset_dns_relists_total", resource="import", reason="bug") >= 1
+    assert run.counter("clusterset_dns_relists_total", resource="import", reason="bug") >= 1
     assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)
     assert len(run.client.get_params(run.path)) == 2  # the full list again
     reply = ask(handler, query(f"web.prod.svc.{ZONE}.", "A"))
@@ -623,10 +624,10 @@ def test_resource_version_going_back_relists(sleeps: list[float], current: str,
     run.client.current[run.path] = current
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB2, rv="5")]
     run.client.streams[run.path] = [[event("ADDED", API, "12")]]  # ends: resumed
-    before = counter("clusterset_dns_relists_total", resource="import", reason="rv-backwards")
+    before = run.counter("clusterset_dns_relists_total", resource="import", reason="rv-backwards")
     run.run()
     assert run.client.probes == [run.path]  # asked once, before resuming
-    after = counter("clusterset_dns_relists_total", resource="import", reason="rv-backwards")
+    after = run.counter("clusterset_dns_relists_total", resource="import", reason="rv-backwards")
     if relisted:
         assert run.imports() == {"prod/web": ("10.1.0.2",)}
         assert after == before + 1
@@ -644,22 +645,23 @@ def test_periodic_relist_repairs_and_counts_drift(sleeps: list[float]) -> None:
     run.reflector.config = Config(relist_interval=0.05)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB2, API, rv="20")]
     run.client.streams[run.path] = [[0.2]]  # a quiet watch that ends after the interval
-    drift = {change: counter("clusterset_dns_relist_drift_total", resource="import",
+    drift = {change: run.counter("clusterset_dns_relist_drift_total", resource="import",
                              change=change) for change in ("added", "removed", "changed")}
     run.run()
     assert sorted(run.imports()) == ["other/api", "prod/web"]
     assert run.imports()["prod/web"] == ("10.1.0.2",)
     for change in drift:
-        assert counter("clusterset_dns_relist_drift_total", resource="import",
+        assert run.counter("clusterset_dns_relist_drift_total", resource="import",
                        change=change) == drift[change] + 1, change
-    assert counter("clusterset_dns_relists_total", resource="import", reason="periodic") >= 1
+    assert run.counter("clusterset_dns_relists_total", resource="import", reason="periodic") >= 1
     # the watch was asked to end in time for the relist
     assert run.client.watch_params(run.path)[0]["timeoutSeconds"] == 1
 
 
 def test_periodic_relist_off() -> None:
     reflector = watch.Reflector(FakeClient(), watch.import_resource(GV, None), lambda ops: None,
-                                lambda kind: None, Config(relist_interval=0), lambda: None)
+                                lambda kind: None, Config(relist_interval=0), lambda: None,
+                                metrics=Metrics())
     assert reflector.next_relist is None
     with pytest.raises(ValueError, match="relist-interval"):
         Config(relist_interval=-1)
@@ -762,7 +764,7 @@ def test_synced_only_after_every_reflector_listed(sleeps: list[float],
         cache.apply(ops)
 
     config = Config(serviceimport_apis=(GV,), namespaces=namespaces)
-    source = watch.KubeSource(config, apply, lambda kind: None, client)
+    source = watch.KubeSource(config, apply, Metrics(), client)
 
     async def main() -> None:
         task = asyncio.create_task(source.run())
@@ -800,7 +802,7 @@ def test_discovery_picks_the_preferred_version(sleeps: list[float]) -> None:
     client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports", "serviceexports")]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB, rv="7")]
     client.lists[SLICES_PATH] = [page(rv="7")]
-    source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
 
     run_until(source.run, lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging)
     assert cache.zone.synced
@@ -829,7 +831,7 @@ def test_discovery_skips_a_preferred_version_without_serviceimports(
     client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports")]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB, rv="7")]
     client.lists[SLICES_PATH] = [page(rv="7")]
-    source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
 
     run_until(source.run, lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging)
     assert sorted(cache.imports) == [("prod", "web")]
@@ -856,7 +858,7 @@ def test_a_discovered_version_that_stops_being_served_is_discovered_again(
     client.streams[IMPORTS_PATH] = [[watch.ApiError(404, "the server could not find it")]]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB2, rv="9")]
     client.lists[SLICES_PATH] = [page(rv="7")]
-    source = watch.KubeSource(Config(), cache.apply, lambda kind: None, client)
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
 
     run_until(source.run, lambda: f"/apis/{alpha}/serviceimports" in client.hanging)
     assert sorted(cache.imports) == [("prod", "web")]  # other/api went with v1beta1
