@@ -1,6 +1,6 @@
 """The Kubernetes API client: the only importer of kubernetes_asyncio.
 
-It offers :mod:`watch` two calls, a JSON GET and a stream of watch events,
+It offers :mod:`reflector` two calls, a JSON GET and a stream of watch events,
 both as raw dicts: objects are never deserialized into client models (that is
 slow and would drop fields the models do not know, like v1alpha2's root IPs).
 
@@ -298,7 +298,7 @@ def _environment_read_once(api: ApiClient, configuration: Configuration) -> None
     """The library's session trusts the environment: before every request, aiohttp
     looks the host up in ~/.netrc in a worker thread and the proxy variables in
     another. A request is then sent only after two thread round trips, each one
-    waiting for the event loop: a list page asked for ahead (see watch.relist) left
+    waiting for the event loop: a list page asked for ahead (see Reflector.relist) left
     only when the page before it had been converted, so the API server never prepared
     a page while this process worked. Here the proxy variables (HTTPS_PROXY,
     NO_PROXY, ...) are read once, at start, and apply as before; ~/.netrc is not read

@@ -2,7 +2,7 @@
 
 - The cluster id: the about-api ClusterProperty ``cluster.clusterset.k8s.io``, else
   ``id.k8s.io`` (the name the MCS DNS specification still uses; group
-  about.k8s.io, cluster-scoped), watched by a :class:`watch.Reflector` over the
+  about.k8s.io, cluster-scoped), watched by a :class:`reflector.Reflector` over the
   ClusterProperties (a field selector names one object only; a cluster has a
   handful), so that a change at run time applies. Only
   when ``--cluster-id`` is not given (the flag wins). When no version of the
@@ -27,13 +27,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from clusterset_dns import convert
+from clusterset_dns import convert, discovery
 from clusterset_dns.cache import Op, SetClusterId, SetTopologyZone
 from clusterset_dns.config import Config
 from clusterset_dns.kube import KubeError
 from clusterset_dns.metrics import Metrics
 from clusterset_dns.model import ObjectKey
-from clusterset_dns.watch import Backoff, Client, NotServed, Reflector, Resource
+from clusterset_dns.reflector import Backoff, Client, NotServed, Reflector, Resource
 
 log = logging.getLogger(__name__)
 
@@ -93,29 +93,8 @@ class Locality:
     async def discover(self, client: Client) -> str | None:
         """The preferred served version of about.k8s.io with clusterproperties, or None
         when there is none (raises KubeError for any other failure)."""
-        try:
-            group = await client.get(f"/apis/{convert.ABOUT_GROUP}")
-        except KubeError as exc:
-            if getattr(exc, "status", None) == 404:
-                return None
-            raise
-        if not isinstance(group, Mapping):
-            return None
-        versions = [v.get("groupVersion") for v in group.get("versions") or []
-                    if isinstance(v, Mapping)]
-        preferred = (group.get("preferredVersion") or {}).get("groupVersion")
-        if preferred in versions:
-            versions.remove(preferred)
-            versions.insert(0, preferred)
-        for group_version in versions:
-            if not isinstance(group_version, str):
-                continue
-            resources = await client.get(f"/apis/{group_version}")
-            listed = resources.get("resources") if isinstance(resources, Mapping) else None
-            if any(isinstance(r, Mapping) and r.get("name") == "clusterproperties"
-                   for r in listed or []):
-                return group_version
-        return None
+        found = await discovery.served(client, convert.ABOUT_GROUP, "clusterproperties")
+        return found.version if found is not None else None
 
     async def cluster_property(self, client: Client) -> None:
         backoff = Backoff()

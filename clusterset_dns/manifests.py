@@ -18,7 +18,6 @@ changed in. Synced = the path was found and read once.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import stat
@@ -27,9 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from clusterset_dns import convert
+from clusterset_dns import convert, yamlsafe
 from clusterset_dns.cache import (
     Op,
     ReplaceImports,
@@ -38,24 +35,19 @@ from clusterset_dns.cache import (
     SetClusterId,
     SetSynced,
 )
+from clusterset_dns.dirwalk import Walk, find_files
 from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
 
 log = logging.getLogger(__name__)
 
-SUFFIXES = (".yaml", ".yml", ".json")
 Signature = tuple[int, int, int]  # mtime_ns, size, inode
 UNKNOWN: Signature = (-1, -1, -1)  # a file that cannot be stat()ed
 Invalid = Callable[[str], None]  # called with the kind of a skipped object
 Error = Callable[[str], None]  # called with the reason a file or a walk failed
 
-# Limits that keep a small hostile file from costing much CPU or memory. A real
-# manifest is a few levels deep (a List of EndpointSlices is about 8) and uses
-# aliases rarely if ever; the largest generated test data set is a few MiB.
+# A small hostile file must not cost much memory; the largest generated test data set
+# is a few MiB. The YAML and JSON limits are in yamlsafe.
 MAX_FILE_BYTES = 64 << 20
-MAX_DEPTH = 100
-# Nodes a YAML file may expand to through aliases, beyond one per byte of the file
-# (an alias-free file has fewer nodes than bytes, so it is never limited).
-MAX_ALIAS_EXPANSION = 100_000
 
 # Reads of a directory whose links changed meanwhile, dropped and read again, before
 # waiting for the next poll (a link swap is rare: a ConfigMap update, a git-sync).
@@ -65,83 +57,12 @@ GENERATION_TRIES = 3
 REASONS = ("walk", "read", "not-regular", "too-large", "parse", "limits", "convert")
 
 
-# libyaml's loader when PyYAML was built with it (the pure-Python one otherwise).
-_CLoader: Any = getattr(yaml, "CSafeLoader", None)
-
-
 class FileError(Exception):
     """A file that cannot be used as a whole; ``reason`` is one of REASONS."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-class _LimitedLoader(yaml.SafeLoader):
-    """Safe loading that refuses deep nesting, recursive aliases and alias bombs.
-
-    Composing is cheap even for a bomb (an alias is a reference to the anchored
-    node); the cost comes later, from whatever walks the expanded tree. So the
-    composer counts how many nodes the document expands to and stops at a budget
-    proportional to the file's size."""
-
-    def __init__(self, stream: str, budget: int) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._expanded = 0
-        self._budget = budget
-        self._sizes: dict[int, int] = {}  # id(node) -> size once expanded
-
-    def compose_document(self) -> yaml.Node | None:
-        self._sizes.clear()  # anchors do not cross documents
-        node: yaml.Node | None = super().compose_document()
-        return node
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            anchor = self._next_anchor()
-            target = self.anchors.get(anchor)
-            if target is not None:
-                size = self._sizes.get(id(target))
-                if size is None:  # the alias is inside its own anchor
-                    raise FileError("limits", f"recursive alias *{anchor}")
-                self._spend(size)
-            aliased: yaml.Node | None = super().compose_node(parent, index)
-            return aliased
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
-        anchored = self._next_anchor() is not None
-        before = self._expanded
-        node: yaml.Node | None = super().compose_node(parent, index)
-        self._depth -= 1
-        self._spend(1)
-        if anchored and node is not None:  # only anchored nodes can be aliased
-            self._sizes[id(node)] = self._expanded - before
-        return node
-
-    def _next_anchor(self) -> str | None:
-        anchor = getattr(self.peek_event(), "anchor", None)  # type: ignore[no-untyped-call]
-        return anchor if isinstance(anchor, str) else None
-
-    def _spend(self, nodes: int) -> None:
-        self._expanded += nodes
-        if self._expanded > self._budget:
-            raise FileError("limits", f"aliases expand to more than {self._budget} nodes")
-
-
-def _json_depth_ok(doc: Any) -> bool:
-    """Depth check without recursion (the document may be deeper than the stack)."""
-    stack = [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return False
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return True
 
 
 def _read_text(path: Path) -> str:
@@ -168,80 +89,12 @@ def _read_text(path: Path) -> str:
         raise FileError("parse", f"not UTF-8: {exc}") from exc
 
 
-def check_yaml_events(text: str) -> None:
-    """The YAML limits, checked on libyaml's event stream before anything is composed
-    (libyaml's composer recurses in C, so depth must be known first): nesting depth,
-    recursive aliases, and the number of nodes the aliases expand to. Raises
-    FileError; the same rules as :class:`_LimitedLoader`."""
-    budget = len(text) + MAX_ALIAS_EXPANSION
-    parser = _CLoader(text)
-    expanded = 0
-    sizes: dict[str, int] = {}  # anchor -> size once its node is complete
-    open_nodes: list[tuple[str | None, int]] = []  # (anchor, count when it started)
-    try:
-        while parser.check_event():
-            event = parser.get_event()
-            if isinstance(event, yaml.AliasEvent):
-                size = sizes.get(event.anchor or "")
-                if size is None:
-                    if any(anchor == event.anchor for anchor, _ in open_nodes):
-                        raise FileError("limits", f"recursive alias *{event.anchor}")
-                    raise FileError("parse", f"alias *{event.anchor} is not defined")
-                expanded += size
-            elif isinstance(event, yaml.ScalarEvent):
-                expanded += 1
-                if event.anchor is not None:
-                    sizes[event.anchor] = 1
-            elif isinstance(event, yaml.CollectionStartEvent):
-                expanded += 1
-                open_nodes.append((event.anchor, expanded))
-                if len(open_nodes) > MAX_DEPTH:
-                    raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                anchor, start = open_nodes.pop()
-                if anchor is not None:
-                    sizes[anchor] = expanded - start + 1
-            elif isinstance(event, yaml.DocumentStartEvent):
-                sizes.clear()  # anchors do not cross documents
-            if expanded > budget:
-                raise FileError("limits", f"aliases expand to more than {budget} nodes")
-    finally:
-        parser.dispose()
-
-
-def _yaml_documents(text: str) -> list[Any]:
-    loader: yaml.SafeLoader
-    if _CLoader is not None:  # libyaml: about five times faster
-        check_yaml_events(text)
-        loader = _CLoader(text)
-    else:
-        loader = _LimitedLoader(text, len(text) + MAX_ALIAS_EXPANSION)
-    try:
-        docs = []
-        while loader.check_data():  # type: ignore[no-untyped-call]
-            doc = loader.get_data()
-            if doc is not None:
-                docs.append(doc)
-        return docs
-    finally:
-        loader.dispose()
-
-
 def _documents(path: Path, read_from: Path | None = None) -> list[Any]:
     text = _read_text(read_from or path)
     try:
-        if path.suffix == ".json":
-            doc = json.loads(text)
-            if not _json_depth_ok(doc):
-                raise FileError("limits", f"nested deeper than {MAX_DEPTH} levels")
-            return [doc]
-        return _yaml_documents(text)
-    except FileError:
-        raise
-    except RecursionError as exc:  # json's decoder on very deep input
-        raise FileError("limits", "nested too deeply") from exc
-    except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError
-        raise FileError("parse", str(exc).replace("\n", " ")) from exc
+        return yamlsafe.documents(text, path.suffix == ".json")
+    except yamlsafe.DocumentError as exc:
+        raise FileError(exc.reason, str(exc)) from exc
 
 
 def _objects(docs: list[Any]) -> Iterator[Any]:
@@ -263,58 +116,6 @@ class FileObjects:
     # Objects that failed to convert: (kind, key) -> (their service, when known, why).
     rejected: dict[tuple[str, ObjectKey], tuple[ObjectKey | None, str]] = field(
         default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Walk:
-    """The manifest files found, and the directories that could not be listed."""
-
-    files: list[Path]
-    failed: list[tuple[Path, OSError]]
-
-    def covers(self, path: Path) -> bool:
-        """Whether ``path`` lies under a directory that could not be listed (so its
-        absence from ``files`` says nothing)."""
-        return any(path.is_relative_to(d) for d, _ in self.failed)
-
-
-def find_files(root: Path) -> Walk:
-    """Every ``*.yaml``/``*.yml``/``*.json`` below ``root`` (or ``root`` itself when it is
-    not a directory), skipping dot files and dot directories and not following
-    symbolic links to directories. A directory that cannot be listed is reported,
-    not skipped."""
-    try:
-        if not stat.S_ISDIR(os.stat(root).st_mode):
-            return Walk([root], [])
-    except (FileNotFoundError, NotADirectoryError):
-        return Walk([], [])
-    except OSError as exc:
-        return Walk([], [(root, exc)])
-    files: list[Path] = []
-    failed: list[tuple[Path, OSError]] = []
-    pending = [root]
-    while pending:
-        directory = pending.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            failed.append((directory, exc))
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            try:
-                is_dir = entry.is_dir()  # follows a link, as os.walk classifies
-                is_link = is_dir and entry.is_symlink()
-            except OSError:
-                is_dir = is_link = False
-            if is_dir:
-                if not is_link:
-                    pending.append(Path(entry.path))
-            elif entry.name.endswith(SUFFIXES):
-                files.append(Path(entry.path))
-    return Walk(sorted(files), failed)
 
 
 def read_file(path: Path, signature: Signature, groups: frozenset[str],

@@ -1,4 +1,4 @@
-"""locality.Locality over a scripted API client (the watch.Client seam): discovery of
+"""locality.Locality over a scripted API client (the reflector.Client seam): discovery of
 the ClusterProperty API, its absence said once, the Node's zone read with retries.
 The real API server runs these paths in tests/kube/test_locality.py."""
 
@@ -150,8 +150,8 @@ def test_property_resource_puts_the_cluster_id(
 def test_a_bug_in_discovery_does_not_stop_the_source(
         sleeps: list[float], caplog: pytest.LogCaptureFixture) -> None:
     applied: list[list[Op]] = []
-    # preferredVersion of a shape nobody foresaw: an AttributeError inside discovery
-    client = Script({"/apis/about.k8s.io": [{"versions": [], "preferredVersion": "v1"}]})
+    # an exception nobody foresaw, raised inside discovery
+    client = Script({"/apis/about.k8s.io": [ValueError("unforeseen")]})
     source = locality.Locality(Config(), applied.append, Metrics())
     with caplog.at_level(logging.ERROR, logger="clusterset_dns.locality"):
         run_for(source.run(client), sleeps, 2)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns import convert, manifests
+from clusterset_dns import convert, dirwalk, manifests
 from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource
@@ -343,7 +343,7 @@ def test_answers_flow_while_many_files_are_polled(tmp_path: Path,
     during: list[int] = []
     real_find = manifests.find_files
 
-    def observed_find(root: Path) -> manifests.Walk:
+    def observed_find(root: Path) -> dirwalk.Walk:
         before = answered[0]
         walk = real_find(root)
         for path in walk.files:  # as pending() does next: a stat per file

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns import convert, manifests
+from clusterset_dns import convert, manifests, yamlsafe
 from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
-from clusterset_dns.manifests import FileError, ManifestSource, read_file
+from clusterset_dns.manifests import ManifestSource, read_file
 from clusterset_dns.names import ZoneNames
 
 from .helpers import DEFAULT_UDP_CAP, ZONE, ask, endpoint, endpoint_slice, query, service_import
@@ -124,9 +124,9 @@ HOSTILE: list[tuple[str, str, Maker, str | tuple[str, ...]]] = [
     ("alias-bomb", "x.yaml", text(bomb()), "limits"),
     ("recursive-alias", "x.yaml", text("a: &a [1, *a]\n"), "limits"),
     ("recursive-alias-mapping", "x.yaml", text("a: &a {b: *a}\n"), "limits"),
-    ("deep-yaml", "x.yaml", text(nested_yaml(manifests.MAX_DEPTH + 5)), "limits"),
+    ("deep-yaml", "x.yaml", text(nested_yaml(yamlsafe.MAX_DEPTH + 5)), "limits"),
     ("very-deep-yaml", "x.yaml", text(nested_yaml(50_000)), LIMITS_OR_PARSE),
-    ("deep-json", "x.json", text(nested_json(manifests.MAX_DEPTH + 5)), "limits"),
+    ("deep-json", "x.json", text(nested_json(yamlsafe.MAX_DEPTH + 5)), "limits"),
     ("very-deep-json", "x.json", text(nested_json(200_000)), "limits"),
     ("undefined-alias", "x.yaml", text("a: *nowhere\n"), "parse"),
     ("unhashable-key", "x.yaml", text("? [a, b]\n: c\n"), "parse"),
@@ -150,12 +150,13 @@ def _hostile(case: str) -> tuple[str, Maker, tuple[str, ...]]:
 
 @pytest.fixture(params=["libyaml", "python"])
 def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """YAML through libyaml (events checked first) or through the pure-Python loader
-    (limits in the composer): both must enforce the same limits."""
+    """YAML through libyaml or through the pure-Python loader: both must enforce the
+    same limits."""
     if request.param == "libyaml":
-        assert manifests._CLoader is not None, "PyYAML was built without libyaml"
+        assert hasattr(yaml, "CSafeLoader"), "PyYAML was built without libyaml"
+        assert yamlsafe.LOADER is yaml.CSafeLoader
     else:
-        monkeypatch.setattr(manifests, "_CLoader", None)
+        monkeypatch.setattr(yamlsafe, "LOADER", yaml.SafeLoader)
     return str(request.param)
 
 
@@ -204,19 +205,19 @@ def test_hostile_file_at_start(tmp_path: Path, case: str) -> None:
     assert len(setup.errors) == 1 and setup.errors[0] in reasons, setup.errors
 
 
-def limited_python_load(text: str) -> None:
-    manifests._LimitedLoader(text, len(text) + manifests.MAX_ALIAS_EXPANSION).get_single_data()
+def python_events(text: str) -> None:
+    yamlsafe.check_events(text, yaml.SafeLoader)
 
 
-CHECKERS = [manifests.check_yaml_events, limited_python_load]
+CHECKERS = [yamlsafe.check_events, python_events]
 
 
-@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-composer"])
+@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-events"])
 @pytest.mark.parametrize(("text", "message"), [
     (bomb(12), "aliases expand to more than"),
     ("a: &a [1, *a]\n", "recursive alias *a"),
     ("a: &a {b: [{c: *a}]}\n", "recursive alias *a"),
-    (nested_yaml(manifests.MAX_DEPTH + 1), "nested deeper than"),
+    (nested_yaml(yamlsafe.MAX_DEPTH + 1), "nested deeper than"),
     ("- &x [a, [b]]\n- *x\n- " + "[" * 100 + "]" * 100 + "\n",  # the root list is level 1
      "nested deeper than"),
 ], ids=["bomb", "recursive-sequence", "recursive-mapping", "too-deep", "deep-after-anchors"])
@@ -224,23 +225,23 @@ def test_limits_refuse_before_expansion(check: Callable[[str], None], text: str,
                                         message: str) -> None:
     """Refused before anything walks the tree (a 12-level bomb of a few hundred bytes
     would be walked 9**12 times)."""
-    with pytest.raises(FileError) as caught:
+    with pytest.raises(yamlsafe.DocumentError) as caught:
         check(text)
     assert caught.value.reason == "limits" and message in str(caught.value)
 
 
-@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-composer"])
+@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-events"])
 def test_limits_count_like_the_expansion(check: Callable[[str], None]) -> None:
     """Just under the budget passes, just over fails: the count is the expanded size."""
     lines = ["a: &a [" + ",".join(["x"] * 99) + "]"]  # 100 nodes
     body = "\n".join(lines) + "\nb: [" + ",".join(["*a"] * 1000) + "]\n"  # ~100,000 more
-    budget = len(body) + manifests.MAX_ALIAS_EXPANSION
+    budget = len(body) + yamlsafe.MAX_ALIAS_EXPANSION
     expanded = 1 + 2 + 100 + 1 + 1000 * 100  # root, keys, a, b, b's items
     assert expanded <= budget
     check(body)  # within the budget
     over = body.replace("b: [", "b: [" + ",".join(["*a"] * 60) + ",")
-    assert 60 * 100 + expanded > len(over) + manifests.MAX_ALIAS_EXPANSION
-    with pytest.raises(FileError):
+    assert 60 * 100 + expanded > len(over) + yamlsafe.MAX_ALIAS_EXPANSION
+    with pytest.raises(yamlsafe.DocumentError):
         check(over)
 
 
@@ -499,8 +500,8 @@ def test_json_and_yaml_limits_do_not_reject_real_data(tmp_path: Path) -> None:
         assert len(objects.slices) == 300, name
 
 
-@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-composer"])
+@pytest.mark.parametrize("check", CHECKERS, ids=["libyaml-events", "python-events"])
 def test_depth_limit_is_exact(check: Callable[[str], None]) -> None:
-    check(nested_yaml(manifests.MAX_DEPTH - 1))  # the root mapping + 99 lists = the limit
-    with pytest.raises(FileError):
-        check(nested_yaml(manifests.MAX_DEPTH))
+    check(nested_yaml(yamlsafe.MAX_DEPTH - 1))  # the root mapping + 99 lists = the limit
+    with pytest.raises(yamlsafe.DocumentError):
+        check(nested_yaml(yamlsafe.MAX_DEPTH))

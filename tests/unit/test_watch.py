@@ -1,4 +1,4 @@
-"""The Kubernetes source against a fake API client (the ``watch.Client`` seam).
+"""The Kubernetes source against a fake API client (the ``reflector.Client`` seam).
 
 Every list response and watch stream is scripted. When a reflector asks for a
 watch and no script is left, the fake stream stays open (like an idle watch)
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import convert, watch
-from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
+from clusterset_dns import convert, reflector, watch
+from clusterset_dns.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.handler import Handler
 from clusterset_dns.kube import ApiError, Inactive, KubeError
@@ -175,8 +175,8 @@ def run_until(run: Callable[[], Awaitable[None]], condition: Callable[[], bool])
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Back-off sleeps are recorded and take no time (``sleep(0)``, a yield to the event
     loop between chunks of work, is not a back-off and is not recorded)."""
-    monkeypatch.setattr(watch, "BACKOFF_FIRST", 0.25)
-    monkeypatch.setattr(watch, "BACKOFF_CAP", 2.0)
+    monkeypatch.setattr(reflector, "BACKOFF_FIRST", 0.25)
+    monkeypatch.setattr(reflector, "BACKOFF_CAP", 2.0)
     recorded: list[float] = []
 
     async def fake_sleep(delay: float, result: Any = None) -> Any:
@@ -191,7 +191,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 class Run:
     """One reflector over a real cache, driven by a :class:`FakeClient`."""
 
-    def __init__(self, resource: watch.Resource) -> None:
+    def __init__(self, resource: reflector.Resource) -> None:
         self.cache = Cache(ZoneNames(ZONE), 5)
         self.ops: list[list[Op]] = []
         self.invalid: list[str] = []
@@ -207,7 +207,7 @@ class Run:
             self.listed += 1
 
         self.metrics = Metrics()
-        self.reflector = watch.Reflector(self.client, resource, apply, self.invalid.append,
+        self.reflector = reflector.Reflector(self.client, resource, apply, self.invalid.append,
                                          Config(), on_listed, metrics=self.metrics)
 
     def counter(self, name: str, **labels: str) -> float:
@@ -247,9 +247,9 @@ def test_list_pages_are_sized_by_bytes(sleeps: list[float]) -> None:
                                   page(fat[1], rv="10", cont="c2"), page(fat[2], rv="10")]
     run.run()
     limits = [params["limit"] for params in run.client.get_params(run.path)]
-    assert limits[0] == watch.FIRST_PAGE
-    assert all(watch.MIN_PAGE <= n <= watch.PAGE_BYTES // (256 << 10) for n in limits[1:]), \
-        limits
+    assert limits[0] == reflector.FIRST_PAGE
+    most = reflector.PAGE_BYTES // (256 << 10)
+    assert all(reflector.MIN_PAGE <= n <= most for n in limits[1:]), limits
     assert sorted(run.slices()) == [f"prod/db-east-{i}" for i in range(3)]
 
 
@@ -269,8 +269,9 @@ def test_list_pagination(sleeps: list[float], make: Callable[[], Run],
     base = {"labelSelector": selector} if selector else {}
     # Small objects: a first page of FIRST_PAGE, then full pages (sized by bytes)
     assert run.client.get_params(run.path) == [
-        base | {"limit": watch.FIRST_PAGE}, base | {"limit": watch.PAGE_SIZE, "continue": "c1"},
-        base | {"limit": watch.PAGE_SIZE, "continue": "c2"}]
+        base | {"limit": reflector.FIRST_PAGE},
+        base | {"limit": reflector.PAGE_SIZE, "continue": "c1"},
+        base | {"limit": reflector.PAGE_SIZE, "continue": "c2"}]
     got = run.imports() if make is imports_run else run.slices()
     assert sorted(got) == sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}"
                                  for o in items)
@@ -473,7 +474,7 @@ def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -
     assert run.imports() == {"prod/web": ("10.1.0.2",), "prod/db": (),
                              "other/api": ("10.9.0.1",)}
     assert len(sleeps) == 1
-    assert watch.BACKOFF_FIRST / 2 <= sleeps[0] <= watch.BACKOFF_FIRST
+    assert reflector.BACKOFF_FIRST / 2 <= sleeps[0] <= reflector.BACKOFF_FIRST
 
 
 @pytest.mark.timeout(10)
@@ -508,7 +509,7 @@ def test_backoff_grows_and_resets(sleeps: list[float]) -> None:
         [event("ADDED", DB, "11"), KubeError("reset")],  # an event: the back-off starts over
     ]
     run.run()
-    first, cap = watch.BACKOFF_FIRST, watch.BACKOFF_CAP
+    first, cap = reflector.BACKOFF_FIRST, reflector.BACKOFF_CAP
     windows = [min(first * 2**i, cap) for i in range(7)] + [first]
     assert len(sleeps) == len(windows)
     for delay, window in zip(sleeps, windows, strict=True):
@@ -659,10 +660,10 @@ def test_periodic_relist_repairs_and_counts_drift(sleeps: list[float]) -> None:
 
 
 def test_periodic_relist_off() -> None:
-    reflector = watch.Reflector(FakeClient(), watch.import_resource(GV, None), lambda ops: None,
-                                lambda kind: None, Config(relist_interval=0), lambda: None,
-                                metrics=Metrics())
-    assert reflector.next_relist is None
+    relister = reflector.Reflector(FakeClient(), watch.import_resource(GV, None),
+                                   lambda ops: None, lambda kind: None,
+                                   Config(relist_interval=0), lambda: None, metrics=Metrics())
+    assert relister.next_relist is None
     with pytest.raises(ValueError, match="relist-interval"):
         Config(relist_interval=-1)
 
@@ -677,13 +678,13 @@ def big_slice(generation: int) -> dict[str, Any]:
 @pytest.mark.timeout(10)
 def test_a_storm_of_updates_of_one_object_costs_one_rebuild(
         sleeps: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(watch, "SLICE_SECONDS", 60.0)  # the reader never stops half way
+    monkeypatch.setattr(reflector, "SLICE_SECONDS", 60.0)  # the reader never stops half way
     run = slices_run()
     run.client.lists[run.path] = [page(rv="10")]
     run.client.streams[run.path] = [
         [event("MODIFIED", big_slice(g), str(11 + g)) for g in range(30)]]
     run.run()
-    puts = [op for ops in run.ops for op in ops if isinstance(op, watch.PutSlice)]
+    puts = [op for ops in run.ops for op in ops if isinstance(op, PutSlice)]
     assert len(puts) == 1  # 30 updates arrived together: only the last was converted
     assert run.slices()["prod/db-east"][0] == "10.29.0.0"
     assert run.client.watch_params(run.path)[-1]["resourceVersion"] == "40"
@@ -694,7 +695,7 @@ def test_applying_a_burst_yields_to_the_event_loop(sleeps: list[float],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Queries are answered between chunks: a task that runs whenever the loop is free
     sees the cache part way through a burst of 100 new objects."""
-    monkeypatch.setattr(watch, "SLICE_SECONDS", 0.0)  # every object its own chunk
+    monkeypatch.setattr(reflector, "SLICE_SECONDS", 0.0)  # every object its own chunk
     run = imports_run()
     run.client.lists[run.path] = [page(rv="10")]
     run.client.streams[run.path] = [[event("ADDED", service_import(f"s{i}", ips=["10.0.0.1"]),
@@ -855,7 +856,7 @@ def test_a_discovered_version_that_stops_being_served_is_discovered_again(
     client.lists[f"/apis/{GV}"] = [resource_list("serviceimports")]
     client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports")]
     client.lists[IMPORTS_PATH] = [page(WEB, API, rv="7")]
-    client.streams[IMPORTS_PATH] = [[watch.ApiError(404, "the server could not find it")]]
+    client.streams[IMPORTS_PATH] = [[ApiError(404, "the server could not find it")]]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB2, rv="9")]
     client.lists[SLICES_PATH] = [page(rv="7")]
     source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
