@@ -294,6 +294,13 @@ class KubeClient:
         await self._api.close()
 
 
+# The kubernetes_asyncio releases whose RESTClientObject this module was checked against:
+# _environment_read_once replaces its private aiohttp session (pool_manager) and sets its
+# proxy fields. tests/unit/test_kube_library.py fails on any other installed release;
+# add one here only after reading its rest.py.
+TESTED_KUBERNETES_ASYNCIO = ("36.1.0",)
+
+
 def _environment_read_once(api: ApiClient, configuration: Configuration) -> None:
     """The library's session trusts the environment: before every request, aiohttp
     looks the host up in ~/.netrc in a worker thread and the proxy variables in
