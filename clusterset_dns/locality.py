@@ -29,11 +29,12 @@ from urllib.parse import quote
 
 from clusterset_dns import convert, discovery
 from clusterset_dns.cache import Op, SetClusterId, SetTopologyZone
+from clusterset_dns.clock import SYSTEM, Clock
 from clusterset_dns.config import Config
 from clusterset_dns.kube import KubeError
 from clusterset_dns.metrics import Metrics
 from clusterset_dns.model import ObjectKey
-from clusterset_dns.reflector import Backoff, Client, NotServed, Reflector, Resource
+from clusterset_dns.reflector import Client, NotServed, Reflector, Resource, api_backoff
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ def property_resource(group_version: str, values: dict[str, str | None]) -> Reso
 
 class Locality:
     def __init__(self, config: Config, apply: Callable[[list[Op]], None],
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, clock: Clock = SYSTEM) -> None:
         self.config = config
         self.apply = apply
         self.metrics = metrics
+        self.clock = clock
 
     async def run(self, client: Client) -> None:
         tasks = []
@@ -77,7 +79,7 @@ class Locality:
     async def _guarded(self, what: str, task: Callable[[], Awaitable[None]]) -> None:
         """Runs ``task`` again after a bug (an API answer of a shape nobody foresaw):
         where the server runs is an extra, and must never stop the source."""
-        backoff = Backoff()
+        backoff = api_backoff(self.clock)
         while True:
             try:
                 await task()
@@ -88,7 +90,7 @@ class Locality:
                 delay = backoff.next()
                 log.exception("following %s failed (a bug; please report it); the last "
                               "known value is kept, starting again in %.1fs", what, delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
 
     async def discover(self, client: Client) -> str | None:
         """The preferred served version of about.k8s.io with clusterproperties, or None
@@ -97,7 +99,7 @@ class Locality:
         return found.version if found is not None else None
 
     async def cluster_property(self, client: Client) -> None:
-        backoff = Backoff()
+        backoff = api_backoff(self.clock)
         said_absent = False
         while True:
             try:
@@ -106,7 +108,7 @@ class Locality:
                 delay = backoff.next()
                 log.warning("discovering %s: %s; retrying in %.1fs", convert.ABOUT_GROUP, exc,
                             delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 continue
             backoff.reset()
             if group_version is None:
@@ -115,7 +117,7 @@ class Locality:
                              "given: the cluster id is unknown, PreferClose imports answer "
                              "with every cluster's endpoints", convert.ABOUT_GROUP)
                     said_absent = True
-                await asyncio.sleep(DISCOVER_INTERVAL)
+                await self.clock.sleep(DISCOVER_INTERVAL)
                 continue
             said_absent = False
             log.info("watching ClusterProperty %s (%s) for the cluster id",
@@ -123,17 +125,17 @@ class Locality:
             values: dict[str, str | None] = {}
             reflector = Reflector(client, property_resource(group_version, values), self.apply,
                                   self.metrics.invalid, self.config, lambda: None,
-                                  discovered=True, metrics=self.metrics)
+                                  discovered=True, metrics=self.metrics, clock=self.clock)
             try:
                 await reflector.run()
             except NotServed as exc:
                 # The CRD went away (or changed version): the id is no longer known.
                 log.warning("%s; the cluster id is unknown until it is served again", exc)
                 self.apply([SetClusterId(None)])
-                await asyncio.sleep(backoff.next())
+                await self.clock.sleep(backoff.next())
 
     async def node_zone(self, client: Client, node: str) -> None:
-        backoff = Backoff()
+        backoff = api_backoff(self.clock)
         known: str | None = None
         first = True
         while True:
@@ -143,7 +145,7 @@ class Locality:
                 delay = backoff.next() if first else NODE_RECHECK
                 log.warning("reading Node %s for its zone: %s; retrying in %.1fs%s", node, exc,
                             delay, "" if first else " (keeping the zone read before)")
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 continue
             zone = convert.node_zone(obj) if isinstance(obj, Mapping) else None
             if first or zone != known:
@@ -152,4 +154,4 @@ class Locality:
                 self.apply([SetTopologyZone(zone)])
                 known, first = zone, False
             backoff.reset()
-            await asyncio.sleep(NODE_RECHECK)
+            await self.clock.sleep(NODE_RECHECK)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
 
 import dns.exception
@@ -26,6 +25,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.tsig
 
+from clusterset_dns.clock import SYSTEM, Clock
 from clusterset_dns.config import HostPort
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,9 @@ COALESCE = 0.05  # seconds a change waits for the rest of its burst
 
 class Notifier:
     def __init__(self, zone: str, targets: tuple[HostPort, ...], serial: Callable[[], int],
-                 key: dns.tsig.Key | None, on_result: Callable[[str], None]) -> None:
+                 key: dns.tsig.Key | None, on_result: Callable[[str], None],
+                 clock: Clock = SYSTEM) -> None:
+        self.clock = clock
         self.zone = dns.name.from_text(zone)
         self.targets = targets
         self.serial = serial
@@ -77,7 +79,7 @@ class Notifier:
     async def _follow(self, target: HostPort, wake: asyncio.Event) -> None:
         while True:
             await wake.wait()
-            await asyncio.sleep(COALESCE)
+            await self.clock.sleep(COALESCE)
             wake.clear()
             serial = self.serial()
             backoff = FIRST_BACKOFF
@@ -85,11 +87,8 @@ class Notifier:
                 if await self._send(target, serial):
                     break
                 # Jitter: secondaries restarted together are not all retried at once.
-                try:
-                    await asyncio.wait_for(wake.wait(), backoff * random.uniform(0.8, 1.2))
+                if await self.clock.wait(wake, self.clock.jitter(backoff, 0.2)):
                     break  # a newer serial: start over with it
-                except TimeoutError:
-                    pass
                 backoff = min(backoff * 2, MAX_BACKOFF)
             else:
                 self.on_result("failed")
@@ -102,8 +101,12 @@ class Notifier:
         host, port = target
         self.on_result("sent")
         try:
-            reply = await dns.asyncquery.udp(self.message(serial), host, timeout=TIMEOUT,
-                                             port=port)
+            reply = await self.clock.within(
+                dns.asyncquery.udp(self.message(serial), host, port=port), TIMEOUT)
+        except TimeoutError:
+            log.info("NOTIFY of serial %d to %s:%d: no answer in %gs", serial, host, port,
+                     TIMEOUT)
+            return False
         except (dns.exception.DNSException, OSError) as exc:
             log.info("NOTIFY of serial %d to %s:%d: %s", serial, host, port, exc or "timeout")
             return False

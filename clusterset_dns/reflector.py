@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clusterset_dns import convert
 from clusterset_dns.cache import IMPORT, SLICE, Op, PutImport, PutRejected, PutSlice
+from clusterset_dns.clock import SYSTEM, Backoff, Clock
 from clusterset_dns.config import Config
 from clusterset_dns.kube import (
     ApiError,
@@ -77,6 +76,11 @@ class Client(Protocol):
                inactivity_timeout: float) -> Any: ...
 
 
+def api_backoff(clock: Clock) -> Backoff:
+    """The back-off of API and network errors."""
+    return Backoff(clock, BACKOFF_FIRST, BACKOFF_CAP)
+
+
 class Gone(Exception):
     """The resourceVersion is too old: list again."""
 
@@ -95,26 +99,13 @@ class Resource:
     put: Callable[[ObjectKey, Any], Op]  # the cache op storing (or, None, deleting) one
     field_selector: str | None = None  # e.g. metadata.name=<one object>
 
-class Backoff:
-    def __init__(self) -> None:
-        self.delay = BACKOFF_FIRST
-
-    def next(self) -> float:
-        """Full jitter over an exponentially growing, capped window."""
-        delay = random.uniform(self.delay / 2, self.delay)
-        self.delay = min(self.delay * 2, BACKOFF_CAP)
-        return delay
-
-    def reset(self) -> None:
-        self.delay = BACKOFF_FIRST
-
-
 class Reflector:
     def __init__(self, client: Client, resource: Resource, apply: Callable[[list[Op]], None],
                  invalid: Callable[[str], None], config: Config,
                  on_listed: Callable[[], None], discovered: bool = False, *,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, clock: Clock = SYSTEM) -> None:
         self.client = client
+        self.clock = clock
         self.metrics = metrics
         self.resource = resource
         self.apply = apply
@@ -126,7 +117,7 @@ class Reflector:
         self.known: dict[ObjectKey, object | None] = {}
         self.resource_version: str | None = None
         self.listed = False
-        self.backoff = Backoff()
+        self.backoff = api_backoff(clock)
         self.discovered = discovered  # a 404 then means "discover again", not "retry"
         # Events read but not applied yet, latest per object (coalescing).
         self.pending: dict[ObjectKey, Event] = {}
@@ -143,7 +134,7 @@ class Reflector:
         interval = self.config.relist_interval
         if not interval:
             return None
-        return time.monotonic() + interval * random.uniform(1 - RELIST_JITTER, 1 + RELIST_JITTER)
+        return self.clock.monotonic() + self.clock.jitter(interval, RELIST_JITTER)
 
     def _convert(self, obj: Mapping[str, Any]) -> tuple[ObjectKey, object | None] | None:
         """(key, model or None when DNS ignores it); None when the object is invalid."""
@@ -303,9 +294,9 @@ class Reflector:
         A reader task takes events off the stream into :attr:`pending` (latest per
         object); this coroutine applies them whenever the reader waits for the
         network, in chunks (see :meth:`_flush`) with a yield in between."""
-        timeout = self.config.watch_timeout * random.uniform(0.9, 1.1)
+        timeout = self.clock.jitter(self.config.watch_timeout, 0.1)
         if self.next_relist is not None:  # end in time for the periodic relist
-            timeout = min(timeout, max(1.0, self.next_relist - time.monotonic()))
+            timeout = min(timeout, max(1.0, self.next_relist - self.clock.monotonic()))
         params: dict[str, Any] = {
             "resourceVersion": self.resource_version or "",
             "allowWatchBookmarks": True,
@@ -329,10 +320,10 @@ class Reflector:
             reader.cancel()
 
     async def _read(self, stream: AsyncIterator[Any], wake: asyncio.Event) -> None:
-        last_yield = time.monotonic()
+        last_yield = self.clock.monotonic()
         async for raw in stream:
             event = event_of(raw)
-            self.metrics.last_event.labels(self.resource.op_kind).set(time.time())
+            self.metrics.last_event.labels(self.resource.op_kind).set(self.clock.time())
             if event.type == "ERROR":
                 code = event.object.get("code")
                 if code == 410:
@@ -353,9 +344,9 @@ class Reflector:
             self.backoff.reset()  # the stream works: forget earlier errors
             # Parsing a burst that is already buffered does not wait for the network:
             # let queries (and the applier) in now and then.
-            if time.monotonic() - last_yield > SLICE_SECONDS:
+            if self.clock.monotonic() - last_yield > SLICE_SECONDS:
                 await asyncio.sleep(0)
-                last_yield = time.monotonic()
+                last_yield = self.clock.monotonic()
 
     async def _flush(self) -> None:
         """Applies :attr:`pending`: converted now (only the latest version of each object
@@ -366,7 +357,7 @@ class Reflector:
             items = iter(batch.items())
             done = False
             while not done:
-                started = time.monotonic()
+                started = self.clock.monotonic()
                 ops: list[Op] = []
                 while True:  # at least one object per chunk, however long it takes
                     item = next(items, None)
@@ -376,7 +367,7 @@ class Reflector:
                     op = self._op_of(*item)
                     if op is not None:
                         ops.append(op)
-                    if time.monotonic() - started >= SLICE_SECONDS:
+                    if self.clock.monotonic() - started >= SLICE_SECONDS:
                         break
                 if ops or self._rejections:
                     self._apply(ops)
@@ -424,7 +415,7 @@ class Reflector:
                     await self.relist(reason, rebuild)
                     reason, rebuild = None, False
                 await self.watch()
-                if self.next_relist is not None and time.monotonic() >= self.next_relist:
+                if self.next_relist is not None and self.clock.monotonic() >= self.next_relist:
                     reason = "periodic"
                     continue
                 self.metrics.watch_restarts.labels(self.resource.op_kind, "timeout").inc()
@@ -445,7 +436,7 @@ class Reflector:
                 delay = self.backoff.next()
                 log.warning("%s: %s; retrying in %.1fs (serving the last known data)",
                             self.resource.label, exc, delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
             except (NotServed, asyncio.CancelledError):
                 raise
             except Exception:
@@ -459,7 +450,7 @@ class Reflector:
                               "from a full list in %.1fs", self.resource.label, delay)
                 self.pending.clear()
                 reason, rebuild = "bug", True
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
 
 
 def _older(version: str, than: str) -> bool:

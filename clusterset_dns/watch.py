@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from clusterset_dns import convert, discovery
 from clusterset_dns.cache import Op, PutImport, PutSlice, SetSynced
+from clusterset_dns.clock import SYSTEM, Clock
 from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.kube import KubeClient, KubeConfigError, KubeError
 from clusterset_dns.metrics import Metrics
 from clusterset_dns.model import ObjectKey
-from clusterset_dns.reflector import Backoff, Client, NotServed, Reflector, Resource
+from clusterset_dns.reflector import Client, NotServed, Reflector, Resource, api_backoff
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,12 @@ class KubeSource:
 
     def __init__(self, config: Config, apply: Callable[[list[Op]], None],
                  metrics: Metrics, client: Client | None = None,
-                 extra: Sequence[Callable[[Client], Awaitable[None]]] = ()) -> None:
+                 extra: Sequence[Callable[[Client], Awaitable[None]]] = (),
+                 clock: Clock = SYSTEM) -> None:
         """``extra``: more tasks run with the same client, as long as the source runs
         (the server's own locality, :mod:`locality`)."""
         self.config = config
+        self.clock = clock
         self.apply = apply
         self.metrics = metrics
         self.client = client
@@ -55,7 +58,7 @@ class KubeSource:
         if self.config.serviceimport_apis:
             return list(self.config.serviceimport_apis)
         assert self.client is not None
-        backoff = Backoff()
+        backoff = api_backoff(self.clock)
         while True:
             try:
                 found = await discovery.served(self.client, convert.GROUP, "serviceimports")
@@ -69,7 +72,7 @@ class KubeSource:
                 delay = backoff.next()
                 log.warning("discovering %s: %s (is the mcs-api CRD installed?); "
                             "retrying in %.1fs", convert.GROUP, exc, delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
 
     async def run(self) -> None:
         own_client = self.client is None
@@ -95,7 +98,7 @@ class KubeSource:
     def _reflector(self, resource: Resource, discovered: bool = False) -> Reflector:
         assert self.client is not None
         return Reflector(self.client, resource, self.apply, self.metrics.invalid, self.config,
-                         self._on_listed, discovered, metrics=self.metrics)
+                         self._on_listed, discovered, metrics=self.metrics, clock=self.clock)
 
     def _on_listed(self) -> None:
         # Both kinds must be there: slices may list before ServiceImports are discovered.
@@ -108,7 +111,7 @@ class KubeSource:
         """ServiceImport reflectors; discovered again when their version stops being
         served (a CRD upgrade that drops a version must not stop the updates)."""
         known: dict[ObjectKey, object | None] = {}
-        backoff = Backoff()
+        backoff = api_backoff(self.clock)
         while True:
             discovered = not self.config.serviceimport_apis
             imports = [self._reflector(import_resource(gv, ns), discovered)
@@ -126,4 +129,4 @@ class KubeSource:
                 delay = backoff.next()
                 log.warning("%s; discovering the ServiceImport API again in %.1fs", exc, delay)
                 self.metrics.watch_restarts.labels("import", "not-served").inc()
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)

@@ -18,7 +18,7 @@ from clusterset_dns.config import Config
 from clusterset_dns.kube import ApiError, KubeError
 from clusterset_dns.metrics import Metrics
 
-REAL_SLEEP = asyncio.sleep
+from .fakeclock import FakeClock
 
 
 class Script:
@@ -44,26 +44,20 @@ class Script:
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-
-    async def fake_sleep(delay: float, result: Any = None) -> Any:
-        if delay:
-            recorded.append(delay)
-        return await REAL_SLEEP(0, result)
-
-    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
-    return recorded
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-def run_for(coro: Any, sleeps: list[float], count: int) -> None:
-    """Runs ``coro`` until it has slept ``count`` times, then cancels it."""
+def run_for(coro: Any, clock: FakeClock, count: int) -> None:
+    """Runs ``coro`` until it has slept ``count`` times (each sleep ends once the work
+    that is ready has run), then cancels it."""
     async def main() -> None:
         task = asyncio.ensure_future(coro)
         for _ in range(10_000):
-            if len(sleeps) >= count or task.done():
+            if len(clock.sleeps) >= count or task.done():
                 break
-            await REAL_SLEEP(0)
+            await asyncio.sleep(0)
+            clock.jump()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -94,13 +88,13 @@ def test_discovery_without_the_resource_is_none() -> None:
 
 
 def test_absent_crd_is_said_once_and_looked_for_again(
-        sleeps: list[float], caplog: pytest.LogCaptureFixture) -> None:
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     applied: list[list[Op]] = []
-    source = locality.Locality(Config(), applied.append, Metrics())
+    source = locality.Locality(Config(), applied.append, Metrics(), clock)
     client = Script({})  # every path 404
     with caplog.at_level(logging.INFO, logger="clusterset_dns.locality"):
-        run_for(source.run(client), sleeps, 3)
-    assert sleeps[:3] == [locality.DISCOVER_INTERVAL] * 3
+        run_for(source.run(client), clock, 3)
+    assert clock.sleeps[:3] == [locality.DISCOVER_INTERVAL] * 3
     assert client.gets.count("/apis/about.k8s.io") >= 3
     messages = [r.getMessage() for r in caplog.records]
     assert sum("no ClusterProperty API" in m for m in messages) == 1, messages
@@ -115,16 +109,16 @@ def test_cluster_id_flag_skips_the_property() -> None:
     assert client.gets == []
 
 
-def test_node_zone_is_retried_then_applied(sleeps: list[float]) -> None:
+def test_node_zone_is_retried_then_applied(clock: FakeClock) -> None:
     applied: list[list[Op]] = []
     node = {"metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "zone-a"}}}
     client = Script({"/api/v1/nodes/n1": [KubeError("connection refused"), node]})
     source = locality.Locality(Config(cluster_id="east", topology_zone_from_node="n1"),
-                               applied.append, Metrics())
-    run_for(source.run(client), sleeps, 3)
+                               applied.append, Metrics(), clock)
+    run_for(source.run(client), clock, 3)
     assert applied == [[SetTopologyZone("zone-a")]]  # once: the re-reads found no change
-    assert sleeps[1:3] == [locality.NODE_RECHECK] * 2
-    assert sleeps[0] < locality.NODE_RECHECK  # the first failure backs off, briefly
+    assert clock.sleeps[1:3] == [locality.NODE_RECHECK] * 2
+    assert clock.sleeps[0] < locality.NODE_RECHECK  # the first failure backs off, briefly
 
 
 NEW, OLD = ("default", "cluster.clusterset.k8s.io"), ("default", "id.k8s.io")
@@ -148,13 +142,13 @@ def test_property_resource_puts_the_cluster_id(
 
 
 def test_a_bug_in_discovery_does_not_stop_the_source(
-        sleeps: list[float], caplog: pytest.LogCaptureFixture) -> None:
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     applied: list[list[Op]] = []
     # an exception nobody foresaw, raised inside discovery
     client = Script({"/apis/about.k8s.io": [ValueError("unforeseen")]})
-    source = locality.Locality(Config(), applied.append, Metrics())
+    source = locality.Locality(Config(), applied.append, Metrics(), clock)
     with caplog.at_level(logging.ERROR, logger="clusterset_dns.locality"):
-        run_for(source.run(client), sleeps, 2)
-    assert len(sleeps) >= 2 and client.gets.count("/apis/about.k8s.io") >= 2
+        run_for(source.run(client), clock, 2)
+    assert len(clock.sleeps) >= 2 and client.gets.count("/apis/about.k8s.io") >= 2
     assert "a bug; please report it" in caplog.text
     assert applied == []

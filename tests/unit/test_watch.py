@@ -25,6 +25,7 @@ from clusterset_dns.kube import ApiError, Inactive, KubeError
 from clusterset_dns.metrics import Metrics
 from clusterset_dns.names import ZoneNames
 
+from .fakeclock import FakeClock
 from .helpers import (
     DEFAULT_UDP_CAP,
     ZONE,
@@ -39,7 +40,6 @@ from .helpers import (
 GV = "multicluster.x-k8s.io/v1beta1"
 IMPORTS_PATH = f"/apis/{GV}/serviceimports"
 SLICES_PATH = "/apis/discovery.k8s.io/v1/endpointslices"
-REAL_SLEEP = asyncio.sleep
 
 WEB = service_import("web", ips=["10.1.0.1"], ports=[port(80, "TCP", "http")])
 WEB2 = service_import("web", ips=["10.1.0.2"], ports=[port(80, "TCP", "http")])
@@ -93,7 +93,9 @@ class FakeClient:
     resumed) is answered with :attr:`current` of the path (no resourceVersion when
     unset) and recorded in :attr:`probes`, not in :attr:`gets`."""
 
-    def __init__(self, snapshot: Callable[[], Any] = lambda: None) -> None:
+    def __init__(self, clock: FakeClock | None = None,
+                 snapshot: Callable[[], Any] = lambda: None) -> None:
+        self.clock = clock or FakeClock()
         self.current: dict[str, str] = {}
         self.probes: list[str] = []
         self.lists: dict[str, list[ListItem]] = defaultdict(list)
@@ -133,8 +135,8 @@ class FakeClient:
         for item in script or ():
             if isinstance(item, BaseException):
                 raise item
-            if isinstance(item, float):  # the stream stays quiet this long (real time)
-                await REAL_SLEEP(item)
+            if isinstance(item, float):  # the stream stays quiet this long
+                await self.clock.sleep(item)
                 continue
             yield copy.deepcopy(item)
 
@@ -145,12 +147,18 @@ class FakeClient:
         return [params for p, params in self.gets if p == path]
 
 
-async def until(condition: Callable[[], bool], task: asyncio.Task[Any]) -> None:
+async def until(condition: Callable[[], bool], task: asyncio.Task[Any],
+                clock: FakeClock) -> None:
+    """Lets ``task`` work until ``condition`` holds; whenever it does not yet, time moves
+    on to the next sleeper's deadline (a back-off, a quiet stream) after the work that
+    is ready has run."""
     while not condition():
         if task.done():
             task.result()  # raises what made the task end
             raise AssertionError("the source stopped")
-        await REAL_SLEEP(0.001)
+        await asyncio.sleep(0.001)
+        if not condition():
+            clock.jump()
 
 
 async def stop(task: asyncio.Task[Any]) -> None:
@@ -159,12 +167,13 @@ async def stop(task: asyncio.Task[Any]) -> None:
         await task
 
 
-def run_until(run: Callable[[], Awaitable[None]], condition: Callable[[], bool]) -> None:
+def run_until(run: Callable[[], Awaitable[None]], condition: Callable[[], bool],
+              clock: FakeClock) -> None:
     """Runs a source or reflector until ``condition`` holds, then cancels it."""
     async def main() -> None:
         task = asyncio.ensure_future(run())
         try:
-            await until(condition, task)
+            await until(condition, task, clock)
         finally:
             await stop(task)
 
@@ -172,31 +181,23 @@ def run_until(run: Callable[[], Awaitable[None]], condition: Callable[[], bool])
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Back-off sleeps are recorded and take no time (``sleep(0)``, a yield to the event
-    loop between chunks of work, is not a back-off and is not recorded)."""
-    monkeypatch.setattr(reflector, "BACKOFF_FIRST", 0.25)
-    monkeypatch.setattr(reflector, "BACKOFF_CAP", 2.0)
-    recorded: list[float] = []
-
-    async def fake_sleep(delay: float, result: Any = None) -> Any:
-        if delay:
-            recorded.append(delay)
-        return await REAL_SLEEP(0, result)
-
-    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
-    return recorded
+def clock() -> FakeClock:
+    """Time for the reflectors: back-off sleeps are recorded (``clock.sleeps``) and end
+    when :func:`until` moves the clock on."""
+    return FakeClock()
 
 
 class Run:
     """One reflector over a real cache, driven by a :class:`FakeClient`."""
 
-    def __init__(self, resource: reflector.Resource) -> None:
+    def __init__(self, resource: reflector.Resource, clock: FakeClock) -> None:
         self.cache = Cache(ZoneNames(ZONE), 5)
+        self.clock = clock
         self.ops: list[list[Op]] = []
         self.invalid: list[str] = []
         self.listed = 0
-        self.client = FakeClient(lambda: (sorted(self.cache.imports), sorted(self.cache.slices)))
+        self.client = FakeClient(clock, lambda: (sorted(self.cache.imports),
+                                                 sorted(self.cache.slices)))
         self.path = resource.path
 
         def apply(ops: list[Op]) -> None:
@@ -208,13 +209,14 @@ class Run:
 
         self.metrics = Metrics()
         self.reflector = reflector.Reflector(self.client, resource, apply, self.invalid.append,
-                                         Config(), on_listed, metrics=self.metrics)
+                                             Config(), on_listed, metrics=self.metrics,
+                                             clock=clock)
 
     def counter(self, name: str, **labels: str) -> float:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
 
     def run(self) -> None:
-        run_until(self.reflector.run, lambda: self.path in self.client.hanging)
+        run_until(self.reflector.run, lambda: self.path in self.client.hanging, self.clock)
 
     def imports(self) -> dict[str, tuple[Any, ...]]:
         return {f"{ns}/{name}": tuple(str(ip) for ip in imp.ips)
@@ -225,20 +227,20 @@ class Run:
                 for (ns, name), s in self.cache.slices.items()}
 
 
-def imports_run() -> Run:
-    return Run(watch.import_resource(GV, None))
+def imports_run(clock: FakeClock) -> Run:
+    return Run(watch.import_resource(GV, None), clock)
 
 
-def slices_run() -> Run:
-    return Run(watch.slice_resource(None))
+def slices_run(clock: FakeClock) -> Run:
+    return Run(watch.slice_resource(None), clock)
 
 
 # -- list -------------------------------------------------------------------------------------
 
-def test_list_pages_are_sized_by_bytes(sleeps: list[float]) -> None:
+def test_list_pages_are_sized_by_bytes(clock: FakeClock) -> None:
     """Objects of 256 KiB (annotations, managedFields): after the first page, each asks
     for as many as PAGE_BYTES holds, not PAGE_SIZE (500 of them: 125 MB decoded whole)."""
-    run = slices_run()
+    run = slices_run(clock)
     fat = [copy.deepcopy(DB_EAST) for _ in range(3)]
     for i, obj in enumerate(fat):
         obj["metadata"]["name"] = f"db-east-{i}"
@@ -259,9 +261,9 @@ def test_list_pages_are_sized_by_bytes(sleeps: list[float]) -> None:
     (slices_run, [DB_EAST, DB_WEST, endpoint_slice("x", "api", namespace="other")],
      convert.SERVICE_NAME_LABEL),
 ], ids=["imports", "slices"])
-def test_list_pagination(sleeps: list[float], make: Callable[[], Run],
+def test_list_pagination(clock: FakeClock, make: Callable[[FakeClock], Run],
                          items: list[dict[str, Any]], selector: str | None) -> None:
-    run = make()
+    run = make(clock)
     run.client.lists[run.path] = [page(items[0], rv="10", cont="c1"),
                                   page(items[1], rv="10", cont="c2"),
                                   page(items[2], rv="12")]
@@ -283,7 +285,7 @@ def test_list_pagination(sleeps: list[float], make: Callable[[], Run],
     assert params["resourceVersion"] == "12"
     assert params["allowWatchBookmarks"] is True
     assert params.get("labelSelector") == selector
-    assert sleeps == []
+    assert clock.sleeps == []
 
 
 # -- watch events -----------------------------------------------------------------------------
@@ -312,10 +314,10 @@ WATCH_IMPORTS = [
 @pytest.mark.parametrize(("listed", "events", "expected"),
                          [(li, ev, ex) for _, li, ev, ex in WATCH_IMPORTS],
                          ids=[i for i, _, _, _ in WATCH_IMPORTS])
-def test_watch_events_reach_the_cache(sleeps: list[float], listed: list[dict[str, Any]],
+def test_watch_events_reach_the_cache(clock: FakeClock, listed: list[dict[str, Any]],
                                       events: list[dict[str, Any]],
                                       expected: dict[str, tuple[str, ...]]) -> None:
-    run = imports_run()
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(*listed, rv="10")]
     run.client.streams[run.path] = [events]  # then the stream ends: resumed, no relist
     run.run()
@@ -329,12 +331,12 @@ def test_watch_events_reach_the_cache(sleeps: list[float], listed: list[dict[str
     assert run.invalid == ["ServiceImport"] * len(invalid)  # each counted once
     last_rv = events[-1]["object"]["metadata"]["resourceVersion"] if events else "10"
     assert [p["resourceVersion"] for p in run.client.watch_params(run.path)] == ["10", last_rv]
-    assert sleeps == []  # a stream that ends is resumed at once
+    assert clock.sleeps == []  # a stream that ends is resumed at once
 
 
 @pytest.mark.timeout(10)
-def test_watch_answers_dns(sleeps: list[float]) -> None:
-    run = slices_run()
+def test_watch_answers_dns(clock: FakeClock) -> None:
+    run = slices_run(clock)
     handler = Handler(run.cache.zone, DEFAULT_UDP_CAP)
     run.cache.apply([PutImport(("prod", "db"), convert.service_import(DB)),
                      SetSynced(True)])
@@ -347,8 +349,8 @@ def test_watch_answers_dns(sleeps: list[float]) -> None:
 
 
 @pytest.mark.timeout(10)
-def test_invalid_slice_event_keeps_last_valid_version(sleeps: list[float]) -> None:
-    run = slices_run()
+def test_invalid_slice_event_keeps_last_valid_version(clock: FakeClock) -> None:
+    run = slices_run(clock)
     run.client.lists[run.path] = [page(DB_EAST, rv="10")]
     run.client.streams[run.path] = [[event("MODIFIED", SLICE_BAD, "11")]]
     run.run()
@@ -358,8 +360,8 @@ def test_invalid_slice_event_keeps_last_valid_version(sleeps: list[float]) -> No
 
 
 @pytest.mark.timeout(10)
-def test_bookmark_sets_the_next_resource_version(sleeps: list[float]) -> None:
-    run = imports_run()
+def test_bookmark_sets_the_next_resource_version(clock: FakeClock) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, rv="10")]
     run.client.streams[run.path] = [
         [event("ADDED", DB, "11"), bookmark("20")],
@@ -376,8 +378,8 @@ def test_bookmark_sets_the_next_resource_version(sleeps: list[float]) -> None:
 
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("how", ["error-event", "api-error-on-watch"])
-def test_gone_relists_and_deletes_what_vanished(sleeps: list[float], how: str) -> None:
-    run = imports_run()
+def test_gone_relists_and_deletes_what_vanished(clock: FakeClock, how: str) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"),
                                   page(WEB2, rv="30")]  # DB and API went meanwhile
     gone: Any = error_event(410) if how == "error-event" else ApiError(410, "Gone")
@@ -391,10 +393,10 @@ def test_gone_relists_and_deletes_what_vanished(sleeps: list[float], how: str) -
 
 
 @pytest.mark.timeout(10)
-def test_a_paginated_relist_is_one_update(sleeps: list[float]) -> None:
+def test_a_paginated_relist_is_one_update(clock: FakeClock) -> None:
     """A relist with objects known: one update at the end, deletions of what the list
     lacks in the same update (never a state where only some pages are new)."""
-    run = imports_run()
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"),
                                   page(WEB2, rv="30", cont="c1"), page(API, rv="30")]
     run.client.streams[run.path] = [[error_event(410)]]
@@ -409,22 +411,22 @@ def test_a_paginated_relist_is_one_update(sleeps: list[float]) -> None:
 
 @pytest.mark.timeout(10)
 def test_a_first_list_failing_half_way_leaves_nothing_it_lacks_later(
-        sleeps: list[float]) -> None:
+        clock: FakeClock) -> None:
     """The first page of a first list is applied at once; the list then fails, and the
     next list (which no longer has that page's object) deletes it."""
-    run = imports_run()
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10", cont="c1"), KubeError("reset"),
                                   page(API, rv="20")]
     run.run()
     assert run.imports() == {"other/api": ("10.9.0.1",)}
     assert set(run.reflector.known) == {("other", "api")}
     assert run.listed == 1
-    assert len(sleeps) == 1
+    assert len(clock.sleeps) == 1
 
 
 @pytest.mark.timeout(10)
-def test_relist_keeps_a_known_object_that_became_invalid(sleeps: list[float]) -> None:
-    run = imports_run()
+def test_relist_keeps_a_known_object_that_became_invalid(clock: FakeClock) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB_BAD, rv="30")]
     run.client.streams[run.path] = [[error_event(410)]]
     run.run()
@@ -433,8 +435,8 @@ def test_relist_keeps_a_known_object_that_became_invalid(sleeps: list[float]) ->
 
 
 @pytest.mark.timeout(10)
-def test_expired_continue_token_lists_from_the_start(sleeps: list[float]) -> None:
-    run = imports_run()
+def test_expired_continue_token_lists_from_the_start(clock: FakeClock) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, rv="10", cont="c1"), ApiError(410, "Expired"),
                                   page(DB, rv="40", cont="d1"), page(API, rv="40")]
     run.run()
@@ -442,7 +444,7 @@ def test_expired_continue_token_lists_from_the_start(sleeps: list[float]) -> Non
         [None, "c1", None, "d1"]
     assert sorted(run.imports()) == ["other/api", "prod/db"]
     assert run.client.watch_params(run.path)[0]["resourceVersion"] == "40"
-    assert len(sleeps) == 1
+    assert len(clock.sleeps) == 1
 
 
 # -- errors: back off, resume, keep serving ---------------------------------------------------
@@ -458,8 +460,8 @@ def test_expired_continue_token_lists_from_the_start(sleeps: list[float]) -> Non
     {"type": "ADDED", "object": "text"},
 ], ids=["kube-error", "inactive", "api-error", "error-event", "event-not-an-object",
         "event-without-object", "object-not-an-object"])
-def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -> None:
-    run = imports_run()
+def test_stream_error_backs_off_and_resumes(clock: FakeClock, failure: Any) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10")]
     run.client.streams[run.path] = [
         [event("MODIFIED", WEB2, "11"), failure],
@@ -473,8 +475,8 @@ def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -
     assert watches[1][2] == ([("prod", "db"), ("prod", "web")], [])
     assert run.imports() == {"prod/web": ("10.1.0.2",), "prod/db": (),
                              "other/api": ("10.9.0.1",)}
-    assert len(sleeps) == 1
-    assert reflector.BACKOFF_FIRST / 2 <= sleeps[0] <= reflector.BACKOFF_FIRST
+    assert len(clock.sleeps) == 1
+    assert reflector.BACKOFF_FIRST / 2 <= clock.sleeps[0] <= reflector.BACKOFF_FIRST
 
 
 @pytest.mark.timeout(10)
@@ -486,22 +488,22 @@ def test_stream_error_backs_off_and_resumes(sleeps: list[float], failure: Any) -
     {"items": [], "metadata": {"resourceVersion": 12}},
 ], ids=["not-an-object", "items-not-a-list", "item-not-an-object", "metadata-not-an-object",
         "resource-version-not-a-string"])
-def test_a_list_of_the_wrong_shape_is_an_api_error(sleeps: list[float], answer: Any) -> None:
+def test_a_list_of_the_wrong_shape_is_an_api_error(clock: FakeClock, answer: Any) -> None:
     """Used whole or not at all: a partial list would delete what it lacks."""
-    run = imports_run()
+    run = imports_run(clock)
     run.client.lists[run.path] = [answer, page(WEB, rv="10")]
     before = run.counter("clusterset_dns_watch_restarts_total", resource="import",
                      reason="unreachable")
     run.run()
     assert run.imports() == {"prod/web": ("10.1.0.1",)}
-    assert len(sleeps) == 1
+    assert len(clock.sleeps) == 1
     assert run.counter("clusterset_dns_watch_restarts_total", resource="import",
                    reason="unreachable") == before + 1
 
 
 @pytest.mark.timeout(10)
-def test_backoff_grows_and_resets(sleeps: list[float]) -> None:
-    run = imports_run()
+def test_backoff_grows_and_resets(clock: FakeClock) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [KubeError("refused"), KubeError("refused"), page(WEB, rv="10")]
     run.client.streams[run.path] = [
         [KubeError("reset")], [KubeError("reset")], [KubeError("reset")],
@@ -511,16 +513,16 @@ def test_backoff_grows_and_resets(sleeps: list[float]) -> None:
     run.run()
     first, cap = reflector.BACKOFF_FIRST, reflector.BACKOFF_CAP
     windows = [min(first * 2**i, cap) for i in range(7)] + [first]
-    assert len(sleeps) == len(windows)
-    for delay, window in zip(sleeps, windows, strict=True):
+    assert len(clock.sleeps) == len(windows)
+    for delay, window in zip(clock.sleeps, windows, strict=True):
         assert window / 2 <= delay <= window
     assert sorted(run.imports()) == ["prod/db", "prod/web"]
     assert run.client.watch_params(run.path)[-1]["resourceVersion"] == "11"
 
 
 @pytest.mark.timeout(10)
-def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
-    run = imports_run()
+def test_list_error_keeps_serving_and_retries(clock: FakeClock) -> None:
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), KubeError("down"), page(WEB, rv="20")]
     run.client.streams[run.path] = [[error_event(410)]]
     states: list[Any] = []
@@ -535,7 +537,7 @@ def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
     run.run()
     assert states[2] == [("prod", "db"), ("prod", "web")]  # still served during the outage
     assert sorted(run.imports()) == ["prod/web"]
-    assert len(sleeps) == 1
+    assert len(clock.sleeps) == 1
 
 
 # -- bugs: loud, never "unreachable", and nothing stays half built ----------------------------
@@ -543,13 +545,13 @@ def test_list_error_keeps_serving_and_retries(sleeps: list[float]) -> None:
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("where", ["rebuild", "stream"])
 def test_a_bug_is_logged_counted_and_rebuilt_from_a_full_list(
-        sleeps: list[float], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         where: str) -> None:
     """A bug (here: the answer builder, or the stream code, raising) is not an API error:
     it is logged with its traceback, counted as reason="bug", and the reflector relists
     with a rebuild of everything it feeds, so the update that stopped half way (the
     import stored, its answers not rebuilt) is served whole afterwards."""
-    run = imports_run()
+    run = imports_run(clock)
     handler = Handler(run.cache.zone, DEFAULT_UDP_CAP)
     run.cache.apply([SetSynced(True)])
     real_service = run.cache.builder.service
@@ -587,14 +589,15 @@ def test_a_bug_is_logged_counted_and_rebuilt_from_a_full_list(
     # the relist re-put every object: delete and put of web in one update
     assert run.ops[-1] == [PutImport(("prod", "web"), None),
                            PutImport(("prod", "web"), convert.service_import(WEB2))]
-    assert len(sleeps) == 1  # backed off before the relist
+    # the stream's quiet 0.05 s, then a back-off before the relist
+    assert clock.sleeps[0] == 0.05 and len(clock.sleeps) == 2
 
 
 @pytest.mark.timeout(10)
-def test_a_failed_delete_is_redone_by_the_rebuild(sleeps: list[float]) -> None:
+def test_a_failed_delete_is_redone_by_the_rebuild(clock: FakeClock) -> None:
     """The update carrying a DELETED event raised before the cache applied it: the
     rebuild must delete that object too, although the reflector already forgot it."""
-    run = imports_run()
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB, rv="12")]
     run.client.streams[run.path] = [[event("DELETED", DB, "11"), 0.05]]
     real_apply = run.reflector.apply
@@ -619,9 +622,9 @@ def test_a_failed_delete_is_redone_by_the_rebuild(sleeps: list[float]) -> None:
 @pytest.mark.parametrize(("current", "relisted"), [("5", True), ("200", False), ("12", False),
                                                    ("opaque", False)],
                          ids=["behind-ours", "ahead", "equal", "not-a-number"])
-def test_resource_version_going_back_relists(sleeps: list[float], current: str,
+def test_resource_version_going_back_relists(clock: FakeClock, current: str,
                                              relisted: bool) -> None:
-    run = imports_run()
+    run = imports_run(clock)
     run.client.current[run.path] = current
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB2, rv="5")]
     run.client.streams[run.path] = [[event("ADDED", API, "12")]]  # ends: resumed
@@ -640,9 +643,9 @@ def test_resource_version_going_back_relists(sleeps: list[float], current: str,
 
 
 @pytest.mark.timeout(10)
-def test_periodic_relist_repairs_and_counts_drift(sleeps: list[float]) -> None:
+def test_periodic_relist_repairs_and_counts_drift(clock: FakeClock) -> None:
     """The watch missed changes (no event came): the periodic relist finds them."""
-    run = imports_run()
+    run = imports_run(clock)
     run.reflector.config = Config(relist_interval=0.05)
     run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB2, API, rv="20")]
     run.client.streams[run.path] = [[0.2]]  # a quiet watch that ends after the interval
@@ -677,9 +680,8 @@ def big_slice(generation: int) -> dict[str, Any]:
 
 @pytest.mark.timeout(10)
 def test_a_storm_of_updates_of_one_object_costs_one_rebuild(
-        sleeps: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reflector, "SLICE_SECONDS", 60.0)  # the reader never stops half way
-    run = slices_run()
+        clock: FakeClock) -> None:
+    run = slices_run(clock)  # the clock stands still: the reader never stops half way
     run.client.lists[run.path] = [page(rv="10")]
     run.client.streams[run.path] = [
         [event("MODIFIED", big_slice(g), str(11 + g)) for g in range(30)]]
@@ -691,12 +693,11 @@ def test_a_storm_of_updates_of_one_object_costs_one_rebuild(
 
 
 @pytest.mark.timeout(10)
-def test_applying_a_burst_yields_to_the_event_loop(sleeps: list[float],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_applying_a_burst_yields_to_the_event_loop(clock: FakeClock) -> None:
     """Queries are answered between chunks: a task that runs whenever the loop is free
     sees the cache part way through a burst of 100 new objects."""
-    monkeypatch.setattr(reflector, "SLICE_SECONDS", 0.0)  # every object its own chunk
-    run = imports_run()
+    clock.tick = 1.0  # every object takes longer than SLICE_SECONDS: its own chunk
+    run = imports_run(clock)
     run.client.lists[run.path] = [page(rv="10")]
     run.client.streams[run.path] = [[event("ADDED", service_import(f"s{i}", ips=["10.0.0.1"]),
                                            str(11 + i)) for i in range(100)]]
@@ -706,12 +707,12 @@ def test_applying_a_burst_yields_to_the_event_loop(sleeps: list[float],
         async def ticker() -> None:
             while True:
                 seen.append(len(run.cache.imports))
-                await REAL_SLEEP(0)
+                await asyncio.sleep(0)
 
         tick = asyncio.create_task(ticker())
         task = asyncio.ensure_future(run.reflector.run())
         try:
-            await until(lambda: run.path in run.client.hanging, task)
+            await until(lambda: run.path in run.client.hanging, task, clock)
         finally:
             await stop(task)
             tick.cancel()
@@ -744,13 +745,13 @@ class Gate:
     (("prod", "other"), f"/apis/{GV}/namespaces/other/serviceimports"),
     (("prod", "other"), "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices"),
 ], ids=["imports-late", "slices-late", "ns-imports-late", "ns-slices-late"])
-def test_synced_only_after_every_reflector_listed(sleeps: list[float],
+def test_synced_only_after_every_reflector_listed(clock: FakeClock,
                                                   namespaces: tuple[str, ...],
                                                   held: str) -> None:
     cache = Cache(ZoneNames(ZONE), 5)
     handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     synced_ops: list[Op] = []
-    client = FakeClient()
+    client = FakeClient(clock)
     if namespaces:
         paths = [f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices" for ns in namespaces]
         paths += [f"/apis/{GV}/namespaces/{ns}/serviceimports" for ns in namespaces]
@@ -765,19 +766,20 @@ def test_synced_only_after_every_reflector_listed(sleeps: list[float],
         cache.apply(ops)
 
     config = Config(serviceimport_apis=(GV,), namespaces=namespaces)
-    source = watch.KubeSource(config, apply, Metrics(), client)
+    source = watch.KubeSource(config, apply, Metrics(), client, clock=clock)
 
     async def main() -> None:
         task = asyncio.create_task(source.run())
         try:
             others = [p for p in paths if p != held]
-            await until(lambda: gate.waiting and all(p in client.hanging for p in others), task)
+            await until(lambda: gate.waiting and all(p in client.hanging for p in others), task,
+                        clock)
             assert not cache.zone.synced
             assert synced_ops == []
             reply = ask(handler, query(f"nothere.prod.svc.{ZONE}.", "A"))
             assert reply.rcode == 2  # SERVFAIL
             gate.open.set()
-            await until(lambda: held in client.hanging, task)
+            await until(lambda: held in client.hanging, task, clock)
             assert cache.zone.synced
             assert synced_ops == [SetSynced(True)]
             assert ask(handler, query(f"nothere.prod.svc.{ZONE}.", "A")).rcode == 3
@@ -789,9 +791,9 @@ def test_synced_only_after_every_reflector_listed(sleeps: list[float],
 
 
 @pytest.mark.timeout(10)
-def test_discovery_picks_the_preferred_version(sleeps: list[float]) -> None:
+def test_discovery_picks_the_preferred_version(clock: FakeClock) -> None:
     cache = Cache(ZoneNames(ZONE), 5)
-    client = FakeClient()
+    client = FakeClient(clock)
     alpha = "multicluster.x-k8s.io/v1alpha1"
     client.lists["/apis/multicluster.x-k8s.io"] = [
         KubeError("no route"),
@@ -803,12 +805,13 @@ def test_discovery_picks_the_preferred_version(sleeps: list[float]) -> None:
     client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports", "serviceexports")]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB, rv="7")]
     client.lists[SLICES_PATH] = [page(rv="7")]
-    source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client, clock=clock)
 
-    run_until(source.run, lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging)
+    run_until(source.run,
+              lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging, clock)
     assert cache.zone.synced
     assert sorted(cache.imports) == [("prod", "web")]
-    assert len(sleeps) == 1  # the discovery error was retried after a back-off
+    assert len(clock.sleeps) == 1  # the discovery error was retried after a back-off
 
 
 def resource_list(*plurals: str) -> dict[str, Any]:
@@ -816,11 +819,11 @@ def resource_list(*plurals: str) -> dict[str, Any]:
 
 
 def test_discovery_skips_a_preferred_version_without_serviceimports(
-        sleeps: list[float]) -> None:
+        clock: FakeClock) -> None:
     """mcs-api v0.5.0's ServiceExport CRD keeps v1beta1 of the group served (and preferred)
     beside a v0.4.1 ServiceImport CRD that only has v1alpha1."""
     cache = Cache(ZoneNames(ZONE), 5)
-    client = FakeClient()
+    client = FakeClient(clock)
     alpha = "multicluster.x-k8s.io/v1alpha1"
     client.lists["/apis/multicluster.x-k8s.io"] = [
         {"kind": "APIGroup", "name": "multicluster.x-k8s.io",
@@ -832,19 +835,20 @@ def test_discovery_skips_a_preferred_version_without_serviceimports(
     client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports")]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB, rv="7")]
     client.lists[SLICES_PATH] = [page(rv="7")]
-    source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client, clock=clock)
 
-    run_until(source.run, lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging)
+    run_until(source.run,
+              lambda: {SLICES_PATH, f"/apis/{alpha}/serviceimports"} <= client.hanging, clock)
     assert sorted(cache.imports) == [("prod", "web")]
     assert f"/apis/{GV}/serviceimports" not in [path for path, _ in client.gets]
 
 
 def test_a_discovered_version_that_stops_being_served_is_discovered_again(
-        sleeps: list[float]) -> None:
+        clock: FakeClock) -> None:
     """A CRD upgrade drops v1beta1: the watch gets 404, discovery finds v1alpha1, and
     the list through it removes what the old version had that the new one lacks."""
     cache = Cache(ZoneNames(ZONE), 5)
-    client = FakeClient()
+    client = FakeClient(clock)
     alpha = "multicluster.x-k8s.io/v1alpha1"
 
     def group(*versions: str) -> dict[str, Any]:
@@ -859,9 +863,9 @@ def test_a_discovered_version_that_stops_being_served_is_discovered_again(
     client.streams[IMPORTS_PATH] = [[ApiError(404, "the server could not find it")]]
     client.lists[f"/apis/{alpha}/serviceimports"] = [page(WEB2, rv="9")]
     client.lists[SLICES_PATH] = [page(rv="7")]
-    source = watch.KubeSource(Config(), cache.apply, Metrics(), client)
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client, clock=clock)
 
-    run_until(source.run, lambda: f"/apis/{alpha}/serviceimports" in client.hanging)
+    run_until(source.run, lambda: f"/apis/{alpha}/serviceimports" in client.hanging, clock)
     assert sorted(cache.imports) == [("prod", "web")]  # other/api went with v1beta1
     assert str(cache.imports[("prod", "web")].ips[0]) == "10.1.0.2"
     assert cache.zone.synced
@@ -870,11 +874,11 @@ def test_a_discovered_version_that_stops_being_served_is_discovered_again(
 # -- rejected objects explain their names (RFC 8914 texts) -------------------------------------
 
 @pytest.mark.timeout(10)
-def test_rejections_reach_the_cache_and_leave_with_their_object(sleeps: list[float]) -> None:
+def test_rejections_reach_the_cache_and_leave_with_their_object(clock: FakeClock) -> None:
     """An object that fails to convert is reported with its reason (its name's empty
     answers say it); deleted, or gone from a relist, it is forgotten; valid again, its
     put clears it."""
-    run = imports_run()
+    run = imports_run(clock)
     other_bad = service_import("otherbad", type_="Bogus")
     run.client.lists[run.path] = [page(WEB, BAD_NEW, rv="10"), page(WEB, rv="30")]
     run.client.streams[run.path] = [
