@@ -86,7 +86,7 @@ class ProcessState:
                          max_tcp_connections=config.max_tcp_connections,
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
-                         remembered=(self.handler.responses, self.handler.stats.requests))
+                         remembering=self.handler)
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False

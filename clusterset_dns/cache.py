@@ -26,6 +26,7 @@ from clusterset_dns import names, truncate, wire
 from clusterset_dns.model import IP, EndpointSlice, ObjectKey, Port, Prefer, ServiceImport
 from clusterset_dns.names import Labels, ZoneNames, to_wire
 from clusterset_dns.records import Built, RecordBuilder
+from clusterset_dns.responses import ResponseMemory
 
 log = logging.getLogger(__name__)
 
@@ -159,15 +160,6 @@ class RebuildError(RuntimeError):
 # Negative answers remembered between zone changes: bounded, since the names come
 # from clients; 16,384 keys of ~60 bytes cost about 2 MiB at most.
 NEGATIVES_CAP = 16_384
-# Whole responses remembered by the query bytes after the ID (Zone.responses): one
-# look-up replaces the fast path's slicing and case folding. Bounded in bytes, since
-# clients choose both how many (0x20 case variants) and how large (an EDNS size up to
-# --edns-udp-size): the key's and the response's lengths plus RESPONSE_OVERHEAD each
-# (two bytes objects, a tuple and a dict slot: measured 180-200 bytes), at most
-# RESPONSES_BYTES; then it starts over. The benchmark's 14,253 distinct queries
-# (6 MiB counted so) fit.
-RESPONSES_BYTES = 16 << 20
-RESPONSE_OVERHEAD = 200
 # Truncated UDP forms remembered (Zone.cut_forms): a form is at most a UDP answer
 # (1232 bytes by default), so 4,096 cost about 5 MiB at most.
 CUT_FORMS_CAP = 4_096
@@ -210,11 +202,9 @@ class Zone:
     # NEGATIVES_CAP). They depend on the serial (the SOA in them), on which names
     # exist and on ``synced``: :meth:`changed` empties them whenever any of these moves.
     negatives: dict[bytes, wire.Answer] = field(default_factory=dict)
-    # Fast-path UDP responses the handler built, by the query bytes after the ID ->
-    # (response bytes after the ID, rcode); at most RESPONSES_BYTES, counted in
-    # ``responses_bytes``. Same lifetime rule.
-    responses: dict[bytes, tuple[bytes, int]] = field(default_factory=dict)
-    responses_bytes: int = 0
+    # Whole UDP responses the handler built (responses.ResponseMemory). Same lifetime
+    # rule.
+    responses: ResponseMemory = field(default_factory=ResponseMemory)
     # Names whose negative answers carry an EDE (RFC 8914): name -> wire.ede(...).
     # Changed only with answers (a new serial), so the memories above stay right.
     explained: dict[bytes, bytes] = field(default_factory=dict)
@@ -232,7 +222,6 @@ class Zone:
         self.generation += 1
         self.negatives.clear()
         self.responses.clear()
-        self.responses_bytes = 0
         self.cut_forms.clear()
 
     def lookup(self, name: bytes) -> int:

@@ -20,8 +20,6 @@ from clusterset_dns.cache import (
     EMPTY,
     HAS_RECORDS,
     NEGATIVES_CAP,
-    RESPONSE_OVERHEAD,
-    RESPONSES_BYTES,
     Zone,
 )
 from clusterset_dns.stats import Stats
@@ -141,7 +139,8 @@ class Handler:
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
         self.negatives = zone.negatives  # the same too: cleared in place on every change
-        self.responses = zone.responses  # and this one
+        self.responses = zone.responses  # and this one (responses.ResponseMemory)
+        self._recall = self.responses.get  # one attribute less per answer on the fast path
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
         self.stats = Stats()
         # Zone transfers are served (over TCP, by xfr): an IXFR over UDP then gets TC,
@@ -201,20 +200,24 @@ class Handler:
     # -- the fast path ------------------------------------------------------------------
 
     def handle(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
-        """The response to ``data``, or None when nothing must be sent.
+        """The response to ``data``, or None when nothing must be sent."""
+        # A query seen before since the last zone change: its response, but for the ID.
+        # The key is every byte after the ID, so any difference (flags, case, EDNS
+        # payload size) is a different key, worked out by answer().
+        hit = self._recall(data[2:])
+        if hit is not None:
+            self._counts[hit[1]] += 1  # the counter's index, worked out when stored
+            return data[:2] + hit[0]
+        return self.answer(data, tcp, peer)
+
+    def answer(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
+        """:meth:`handle` for a query known to miss the remembered responses (the batched
+        reader looked it up itself): worked out, and remembered when sent over UDP.
 
         On this path the response is ``len(data) + ans.size`` bytes long (the query's
         question and OPT come back, the answer's body is added), so the size check is
         one addition; anything larger takes the slow path, which picks a smaller form
         of the answer (RFC 2181 9)."""
-        # A query seen before since the last zone change: its response, but for the ID.
-        # The key is every byte after the ID, so any difference (flags, case, EDNS
-        # payload size) is a different key, worked out below.
-        after_id = data[2:]
-        hit = self.responses.get(after_id)
-        if hit is not None:
-            self._counts[hit[1]] += 1  # the counter's index, worked out when stored
-            return data[:2] + hit[0]
         size = len(data)
         if size > 16 and not data[2] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
             counts = data[4:12]
@@ -229,7 +232,7 @@ class Handler:
                     # One join: a chain of + copies the growing prefix at every step.
                     tail = b"".join((ans.heads[variant], question, ans.body))
                     if not tcp:  # (a TCP answer may be too large for UDP)
-                        self._remember(after_id, tail, index)
+                        self.responses.put(data[2:], tail, index)
                     return data[:2] + tail
             elif counts == _ONE_QUESTION_OPT:
                 tail = data[size - OPT_LEN :]
@@ -253,25 +256,13 @@ class Handler:
                         tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
                                          ans.body, opt))
                         if not tcp:
-                            self._remember(after_id, tail, index)
+                            self.responses.put(data[2:], tail, index)
                         return data[:2] + tail
         try:
             return self._slow(data, tcp, peer)
         except Exception:  # a bug must cost one answer, never the server
             self.stats.dropped += 1
             return None
-
-    def _remember(self, query: bytes, tail: bytes, index: int) -> None:
-        """``index``: the response's counter in Stats.requests, bumped when it is sent."""
-        zone = self.zone
-        cost = len(query) + len(tail) + RESPONSE_OVERHEAD
-        used = zone.responses_bytes + cost
-        if used > RESPONSES_BYTES:
-            # Full (a flood of distinct queries): start over, as the negatives do.
-            self.responses.clear()
-            used = cost
-        zone.responses_bytes = used
-        self.responses[query] = (tail, index)
 
     def _negative(self, key: bytes) -> Answer | None:
         """NXDOMAIN or NODATA for a lower-cased question that missed the answers and

@@ -116,14 +116,14 @@ UDPIO = ("auto", "batched", "plain")
 
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
-               remembered: udpbatch.Remembered | None = None,
+               remembering: udpbatch.Remembering | None = None,
                ) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
     batched where the system has it, else plain."""
     if mode != "plain":
         reason = udpbatch.load()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle, remembered)
+            return udpbatch.BatchReader(sock, handle, remembering)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
@@ -392,13 +392,14 @@ class DNSServer:
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None, transfer: Transfer | None = None,
-                 remembered: udpbatch.Remembered | None = None) -> None:
+                 remembering: udpbatch.Remembering | None = None) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
         ``transfer``: zone transfers over TCP (None: the handler refuses them);
-        ``remembered``: the handler's remembered UDP responses (see udpbatch)."""
+        ``remembering``: the handler behind ``handle``, whose remembered UDP responses
+        the batched reader answers itself (see udpbatch)."""
         self.handle = handle
         self.transfer = transfer
-        self.remembered = remembered
+        self.remembering = remembering
         self.udp_io = udp_io
         self.listen = listen
         self.tcp_idle_timeout = tcp_idle_timeout
@@ -423,7 +424,7 @@ class DNSServer:
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
-            reader = udp_reader(udp, self.handle, self.udp_io, self.remembered)
+            reader = udp_reader(udp, self.handle, self.udp_io, self.remembering)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

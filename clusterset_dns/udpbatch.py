@@ -5,7 +5,7 @@ cost more than answering from the ready-made cache. This reader owns every
 buffer of the batch: the receive buffers and peer-address slots, the
 ``mmsghdr``/``iovec`` arrays for both directions, all built once; the handler
 stays bytes -> bytes (given a way to ask for the sender). A query the handler
-answered before (:data:`Remembered`) is answered here from its memory, and the
+answered before (:class:`Remembering`) is answered here from its memory, and the
 stored response is sent in place, behind the new query's ID. ctypes calls libc
 directly (the standard library has no ``recvmmsg``); the structure layout is
 checked (:func:`load`) before anything relies on it, and the server falls back to
@@ -20,17 +20,38 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 # (query, over TCP, the sender's address when the handler needs it) -> the response
 Peer = Callable[[], str]
 Handle = Callable[[bytes, bool, "Peer | None"], "bytes | None"]
-# What the handler remembers (handler.Handler.responses and its rcode counters): the
-# bytes of a UDP query after its ID -> (the response's bytes after its ID, its rcode),
-# in a dict that keeps its identity. A query found there is answered here without a
-# call into the handler, and counted as the handler would count it.
-Remembered = tuple[dict[bytes, tuple[bytes, int]], list[int]]
+
+
+class Memory(Protocol):
+    """responses.ResponseMemory: the bytes of a UDP query after its ID -> (the
+    response's bytes after its ID, the index of its counter), or None."""
+
+    def get(self, query: bytes, /) -> tuple[bytes, int] | None: ...
+
+
+class Counters(Protocol):
+    requests: list[int]  # stats.Stats.requests, indexed as the memory's entries say
+
+
+class Remembering(Protocol):
+    """A handler that remembers its UDP responses (handler.Handler). A query found in
+    ``responses`` is answered here without a call into the handler, and counted as
+    the handler counts it; any other goes to ``answer``, which does not look again."""
+
+    @property
+    def responses(self) -> Memory: ...
+
+    @property
+    def stats(self) -> Counters: ...
+
+    def answer(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None: ...
 
 # Datagrams per recvmmsg. A wake-up stops reading once it took this many, so that a
 # flood cannot starve the loop's other work (the watch).
@@ -143,14 +164,16 @@ class BatchReader:
     kind = "recvmmsg/sendmmsg"
 
     def __init__(self, sock: socket.socket, handle: Handle,
-                 remembered: Remembered | None = None) -> None:
+                 remembering: Remembering | None = None) -> None:
+        """``handle`` answers every datagram, or, with ``remembering``, none: that
+        handler's memory and its answer() do."""
         reason = load()
         if reason is not None:
             raise OSError(errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
         assert _calls is not None
         self.sock = sock
         self.fd = sock.fileno()
-        self.handle = handle
+        self.handle: Handle = remembering.answer if remembering else handle
         # What the handler is given to ask for the sender (an IXFR): the datagram being
         # answered is self.current, so that the address is decoded only when asked for.
         self.current = 0
@@ -197,7 +220,10 @@ class BatchReader:
         self.tx64 = memoryview(self.tx).cast("B").cast("Q")
         self.txiov64 = memoryview(self.tx_iov).cast("B").cast("Q")
         # Nothing remembered: every look-up misses, so the counters are never touched.
-        self.responses, self.rcodes = remembered if remembered else ({}, [])
+        nothing: dict[bytes, tuple[bytes, int]] = {}
+        self.recall: Callable[[bytes], tuple[bytes, int] | None] = (
+            remembering.responses.get if remembering else nothing.get)
+        self.counts = remembering.stats.requests if remembering else []
         self.used = 0  # datagrams the last callback took
         self.dropped = 0  # replies the kernel would not take (send buffer full, ...)
 
@@ -231,7 +257,7 @@ class BatchReader:
         2j+1). A remembered response is sent as it is stored, without a copy."""
         handle, slots, iov64, tx64 = self.handle, self.slots, self.txiov64, self.tx64
         sender = self.sender
-        responses, rcodes = self.responses, self.rcodes
+        recall, counts = self.recall, self.counts
         offset = _DATA_OFFSET
         assert offset is not None
         name_, mmsg64, base2, len2, iov2 = _NAME, _MMSG64, _BASE2, _LEN2, _IOV2  # locals
@@ -242,9 +268,9 @@ class BatchReader:
         try:
             for i, size in enumerate(self.rx32[_LEN:_MMSG32 * count:_MMSG32].tolist()):
                 slot = slots[i]
-                hit = responses.get(slot[2:size].tobytes())
+                hit = recall(slot[2:size].tobytes())
                 if hit is not None:
-                    rcodes[hit[1]] += 1
+                    counts[hit[1]] += 1
                     tail = hit[0]
                     at, length = id(tail) + offset, len(tail)
                 else:

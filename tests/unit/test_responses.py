@@ -1,6 +1,7 @@
-"""Remembered responses (Zone.responses): a query seen before since the last zone change
-gets the bytes a fresh answer would have, with its own ID; every zone change empties
-them; TCP and slow-path answers are never stored; bounded."""
+"""Remembered responses (responses.ResponseMemory, Zone.responses): a query seen before
+since the last zone change gets the bytes a fresh answer would have, with its own ID;
+every zone change empties them; TCP and slow-path answers are never stored; bounded in
+bytes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import dns.rcode
 import pytest
 
 from clusterset_dns import convert
-from clusterset_dns import handler as handler_module
-from clusterset_dns.cache import RESPONSE_OVERHEAD, PutImport, SetSynced
+from clusterset_dns.cache import PutImport, SetSynced
 from clusterset_dns.handler import Handler
+from clusterset_dns.responses import OVERHEAD, ResponseMemory
 
 from .helpers import (
     DEFAULT_UDP_CAP,
@@ -90,7 +91,7 @@ def test_a_zone_change_empties_them_and_the_new_answer_is_served() -> None:
                                                   ports=[port(80, "TCP", "http")]))
     typo = convert.service_import(service_import("wbe", ips=["10.1.0.9"]))
     cache.apply([PutImport(("prod", "web"), moved), PutImport(("prod", "wbe"), typo)])
-    assert cache.zone.responses == {}
+    assert len(cache.zone.responses) == 0 and cache.zone.responses.used == 0
     assert ask(handler, query(WEB, "A")).answer == [f"{WEB} 5 in a 10.1.0.2"]
     assert ask(handler, query(TYPO, "A")).answer == [f"{TYPO} 5 in a 10.1.0.9"]
 
@@ -100,7 +101,7 @@ def test_losing_sync_empties_them() -> None:
     handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     assert ask(handler, query(TYPO, "A")).rcode == dns.rcode.NXDOMAIN
     cache.apply([SetSynced(False)])
-    assert cache.zone.responses == {}
+    assert len(cache.zone.responses) == 0
     assert ask(handler, query(TYPO, "A")).rcode == dns.rcode.SERVFAIL
 
 
@@ -109,9 +110,9 @@ def test_tcp_and_truncated_answers_are_not_stored() -> None:
     big = query(DB, "A")  # 40 addresses: more than 512 bytes without EDNS
     udp = ask(handler, big)
     assert udp.msg.flags & dns.flags.TC
-    assert handler.zone.responses == {}
+    assert len(handler.zone.responses) == 0
     assert len(ask(handler, big, tcp=True).answer) == 40
-    assert handler.zone.responses == {}
+    assert len(handler.zone.responses) == 0
     # A TCP query may use a response remembered from UDP: the same bytes as fresh.
     small = query(WEB, "A", qid=5)
     handler.handle(small, False)
@@ -123,21 +124,58 @@ def test_slow_path_answers_are_not_stored() -> None:
     assert ask(handler, query("example.com.", "A")).rcode == dns.rcode.REFUSED
     assert ask(handler, query(WEB, "ANY")).rcode == dns.rcode.NOERROR
     assert ask(handler, query(WEB, "A", rdclass="CH")).rcode == dns.rcode.REFUSED
-    assert handler.zone.responses == {}
+    assert len(handler.zone.responses) == 0
 
 
-def test_the_byte_budget_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
+def counted(memory: ResponseMemory) -> int:
+    return sum(len(key) + len(response) + OVERHEAD for key, (response, _) in memory.items())
+
+
+def test_the_byte_budget_is_respected() -> None:
     """Bounded in bytes, not entries: clients choose how large the responses are."""
-    budget = 4 * (RESPONSE_OVERHEAD + 200)
-    monkeypatch.setattr(handler_module, "RESPONSES_BYTES", budget)
+    budget = 4 * (OVERHEAD + 200)
     handler = fresh()
+    handler.zone.responses.budget = budget
     for i in range(11):
         data = query(f"typo-{i}.prod.{Z}", "A", qid=i)
         assert ask(handler, data).rcode == dns.rcode.NXDOMAIN
         assert handler.handle(data, False) == handler._slow(data, False)
-        zone = handler.zone
-        counted = sum(len(k) + len(v[0]) + RESPONSE_OVERHEAD for k, v in zone.responses.items())
-        assert len(zone.responses) >= 1 and counted == zone.responses_bytes <= budget
-    assert any(b"\x07typo-10" in key for key in handler.zone.responses)  # the latest kept
+        memory = handler.zone.responses
+        assert len(memory) >= 1 and counted(memory) == memory.used <= budget
+    assert any(b"\x07typo-10" in key for key, _ in handler.zone.responses.items())  # latest
     handler.zone.changed()
-    assert handler.zone.responses == {} and handler.zone.responses_bytes == 0
+    assert len(handler.zone.responses) == 0 and handler.zone.responses.used == 0
+
+
+def test_the_memory_hits_what_it_holds_and_misses_the_rest() -> None:
+    memory = ResponseMemory()
+    assert memory.get(b"q1") is None
+    memory.put(b"q1", b"r1", 7)
+    memory.put(b"q2", b"r2", 9)
+    assert memory.get(b"q1") == (b"r1", 7) and memory.get(b"q2") == (b"r2", 9)
+    assert memory.get(b"Q1") is None  # the bytes as sent: another case is another key
+    assert len(memory) == 2 and memory.used == counted(memory)
+
+
+def test_the_memory_starts_over_when_the_next_entry_would_pass_its_budget() -> None:
+    memory = ResponseMemory(budget=3 * (OVERHEAD + 9))
+    for i in range(3):
+        memory.put(b"query-%d" % i, b"xx", i)  # 9 bytes + OVERHEAD each: fits exactly
+    assert len(memory) == 3 and memory.used == memory.budget
+    memory.put(b"query-3", b"xx", 3)
+    assert [key for key, _ in memory.items()] == [b"query-3"]
+    assert memory.get(b"query-0") is None and memory.used == counted(memory) == OVERHEAD + 9
+    memory.put(b"huge", b"x" * memory.budget, 4)  # larger than the budget: kept alone
+    assert [key for key, _ in memory.items()] == [b"huge"]
+
+
+def test_a_zone_change_empties_the_memory_the_handler_and_reader_hold() -> None:
+    cache = build_cache(IMPORTS, SLICES)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    held = handler.responses.get  # what the batched reader keeps
+    handler.handle(query(WEB, "A"), False)
+    key = query(WEB, "A")[2:]
+    assert held(key) is not None
+    cache.apply([SetSynced(False)])
+    assert held(key) is None and len(cache.zone.responses) == 0
+    assert cache.zone.responses.used == 0

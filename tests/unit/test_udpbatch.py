@@ -58,10 +58,10 @@ def clients() -> Iterator[Callable[[str], socket.socket]]:
 
 
 def serve(host: str, handle: Handle = echo,
-          remembered: udpbatch.Remembered | None = None,
+          remembering: udpbatch.Remembering | None = None,
           ) -> tuple[udpbatch.BatchReader, tuple[str, int]]:
     sock = make_socket(host, 0, socket.SOCK_DGRAM, reuse_port=False)
-    reader = udpbatch.BatchReader(sock, handle, remembered)
+    reader = udpbatch.BatchReader(sock, handle, remembering)
     port = sock.getsockname()[1]
     return reader, ("127.0.0.1" if host in ("0.0.0.0", "::") else host, port)
 
@@ -284,13 +284,21 @@ def fresh_answer(handler: Handler, data: bytes) -> bytes:
     return response
 
 
+class Seen:
+    """``handler`` as the reader sees it, noting every query passed to answer()."""
+
+    def __init__(self, handler: Handler, seen: list[bytes]) -> None:
+        self.handler, self.seen = handler, seen
+        self.responses, self.stats = handler.responses, handler.stats
+
+    def answer(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
+        self.seen.append(data)
+        return self.handler.answer(data, tcp, peer)
+
+
 def remembering(handler: Handler, seen: list[bytes]) -> tuple[udpbatch.BatchReader,
                                                                tuple[str, int]]:
-    def handle(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
-        seen.append(data)
-        return handler.handle(data, tcp)
-
-    return serve("127.0.0.1", handle, (handler.responses, handler.stats.requests))
+    return serve("127.0.0.1", echo, Seen(handler, seen))
 
 
 def test_a_remembered_response_is_sent_without_the_handler(
@@ -315,6 +323,33 @@ def test_a_remembered_response_is_sent_without_the_handler(
     assert seen == [web[0], nosuch[0]]  # the second two never reached the handler
     counted = [after - b for after, b in zip(handler.stats.rcodes, before, strict=True)]
     assert counted[0] == 1 and counted[3] == 1 and sum(counted) == 2  # NOERROR, NXDOMAIN
+    reader.sock.close()
+
+
+def test_each_datagram_costs_one_look_up_of_the_memory(
+        clients: Callable[[str], socket.socket]) -> None:
+    """A miss goes to the handler's answer(), which does not look the query up again."""
+    objects = [service_import("web", "prod", ips=["10.1.0.1"])]
+    zone = build_cache(objects).zone
+    looked: list[bytes] = []
+    stored = zone.responses.get
+
+    def get(key: bytes) -> tuple[bytes, int] | None:
+        looked.append(key)
+        return stored(key)
+
+    zone.responses.get = get  # before the handler and the reader bind it
+    handler = Handler(zone, DEFAULT_UDP_CAP)
+    reader, where = serve("127.0.0.1", echo, handler)
+    peer = clients("127.0.0.1")
+    sent = [query(name, "A", qid=i) for i, name in enumerate(
+        ["web.prod.svc.clusterset.local.", "nosuch.prod.svc.clusterset.local."] * 2)]
+    for data in sent:
+        peer.sendto(data, where)
+        settle(reader, 1)
+    assert len(replies(peer, 4)) == 4
+    assert looked == [data[2:] for data in sent]  # two misses, then two hits
+    assert len(zone.responses) == 2
     reader.sock.close()
 
 
