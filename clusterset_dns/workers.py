@@ -31,12 +31,12 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from clusterset_dns.cache import Op
+from clusterset_dns.clock import SYSTEM, Clock
 from clusterset_dns.config import Config
 from clusterset_dns.stats import Stats
 
@@ -115,10 +115,14 @@ class WorkerPool:
 
     def __init__(self, config: Config, count: int, entry: str,
                  snapshot: Callable[[], list[Op]],
-                 on_restart: Callable[[str], None] = lambda reason: None) -> None:
+                 on_restart: Callable[[str], None] = lambda reason: None,
+                 clock: Clock = SYSTEM) -> None:
         """``entry``: ``module:function`` taking the socket's fd in the new process and
-        returning its exit code; ``snapshot``: the parent's whole current state as ops."""
+        returning its exit code; ``snapshot``: the parent's whole current state as ops.
+        ``clock``: the time of the supervision (reports, stalls, restart back-off,
+        shutdown deadlines); processes are polled in real time."""
         self.config = config
+        self.clock = clock
         self.entry = entry
         self.snapshot = snapshot
         self.on_restart = on_restart
@@ -167,8 +171,8 @@ class WorkerPool:
         for worker in self.workers:
             if worker.writer is not None:
                 worker.writer.close()
-        deadline = time.monotonic() + STOP_SECONDS
-        while time.monotonic() < deadline and any(
+        deadline = self.clock.monotonic() + STOP_SECONDS
+        while self.clock.monotonic() < deadline and any(
                 w.proc is not None and w.proc.poll() is None for w in self.workers):
             await asyncio.sleep(0.02)
         for worker in self.workers:
@@ -196,7 +200,7 @@ class WorkerPool:
         finally:
             child_end.close()
         reader, worker.writer = await asyncio.open_unix_connection(sock=parent_end)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         worker.stats, worker.sent, worker.applied, worker.serving = Stats(), 0, 0, False
         worker.started = worker.last_report = worker.last_progress = now
         worker.writer.write(_frame(self.config))
@@ -219,7 +223,7 @@ class WorkerPool:
                 report = await _read_frame(reader)
                 if not isinstance(report, Report):
                     raise TypeError(f"worker sent a {type(report).__name__}")
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 worker.stats = report.stats
                 if report.applied != worker.applied or report.applied == worker.sent:
                     worker.last_progress = now
@@ -245,14 +249,14 @@ class WorkerPool:
         returncode = await self._reap(proc, 5.0)
         how = (f"was killed by signal {-returncode}" if returncode < 0
                else f"exited with status {returncode}")
-        if time.monotonic() - worker.started > HEALTHY_SECONDS:
+        if self.clock.monotonic() - worker.started > HEALTHY_SECONDS:
             worker.restart_delay = RESTART_FIRST
         delay = worker.restart_delay
         worker.restart_delay = min(delay * 2, RESTART_CAP)
         log.error("worker %d (pid %d) %s; restarting it in %.1fs and resyncing it",
                   worker.index, proc.pid, how, delay)
         self.on_restart("exited")
-        await asyncio.sleep(delay)
+        await self.clock.sleep(delay)
         if not self.stopping:
             await self._spawn(worker)
 
@@ -260,8 +264,8 @@ class WorkerPool:
         """Kills a worker that stopped reporting, or has an update it does not apply:
         :meth:`_follow` then restarts it."""
         while True:
-            await asyncio.sleep(REPORT_SECONDS)
-            now = time.monotonic()
+            await self.clock.sleep(REPORT_SECONDS)
+            now = self.clock.monotonic()
             allowed = STALL_SECONDS + 3 * self.longest_update
             for worker in self.workers:
                 proc = worker.proc
@@ -277,13 +281,12 @@ class WorkerPool:
                     self.on_restart("stalled")
                     proc.kill()
 
-    @staticmethod
-    async def _reap(proc: subprocess.Popen[bytes], timeout: float) -> int:
-        deadline = time.monotonic() + timeout
+    async def _reap(self, proc: subprocess.Popen[bytes], timeout: float) -> int:
+        deadline = self.clock.monotonic() + timeout
         while proc.poll() is None:
-            if time.monotonic() > deadline:
+            if self.clock.monotonic() > deadline:
                 proc.kill()
-                deadline = time.monotonic() + timeout
+                deadline = self.clock.monotonic() + timeout
             await asyncio.sleep(0.05)
         return proc.returncode
 

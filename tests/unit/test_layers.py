@@ -50,7 +50,7 @@ ALLOWED: dict[str, set[str]] = {
               "reflector"},
     "locality": {"cache", "clock", "config", "convert", "discovery", "kube", "metrics", "model",
                  "reflector"},
-    "workers": {"cache", "config", "stats"},
+    "workers": {"cache", "clock", "config", "stats"},
     "zonedata": {"cache", "rrs", "wire"},
     "journal": {"cache", "rrs", "wire"},
     "xfr": {"cache", "config", "handler", "journal", "rrs", "wire", "zonedata"},

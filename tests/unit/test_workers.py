@@ -21,11 +21,13 @@ import pytest
 
 from clusterset_dns import app, convert, metrics, workers
 from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
+from clusterset_dns.clock import SYSTEM, Clock
 from clusterset_dns.config import Config
 from clusterset_dns.names import ZoneNames
 from clusterset_dns.stats import Stats
 from clusterset_dns_testkit.peers import free_port
 
+from .fakeclock import FakeClock
 from .helpers import ZONE, service_import
 
 
@@ -36,13 +38,14 @@ def put(name: str, ip: str) -> PutImport:
 class Parent:
     """This test process as the parent: a cache, a pool of one worker, the ops it sent."""
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, clock: Clock, **config: Any) -> None:
         self.port = free_port()
         self.config = Config(listen=(("127.0.0.1", self.port),), log_level="warning", **config)
         self.cache = Cache(ZoneNames(ZONE), 5)
         self.restarts: list[str] = []
         self.pool = workers.WorkerPool(self.config, 1, app.WORKER_ENTRY,
-                                       lambda: app.snapshot(self.cache), self.restarts.append)
+                                       lambda: app.snapshot(self.cache), self.restarts.append,
+                                       clock)
 
     def apply(self, ops: list[Op]) -> None:
         self.cache.apply(ops)
@@ -81,8 +84,9 @@ async def until_async(condition: Callable[[], Awaitable[bool]], timeout: float,
         await asyncio.sleep(0.05)
 
 
-def run_parent(body: Callable[[Parent], Awaitable[None]], **config: Any) -> Parent:
-    parent = Parent(**config)
+def run_parent(body: Callable[[Parent], Awaitable[None]], clock: Clock = SYSTEM,
+               **config: Any) -> Parent:
+    parent = Parent(clock, **config)
 
     async def main() -> None:
         parent.apply([put("web", "10.1.0.1"), SetSynced(True)])
@@ -169,9 +173,12 @@ def test_counters_of_a_restarted_worker_are_kept() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_stopped_worker_is_killed_and_restarted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SIGSTOP: the process is there but applies nothing and reports nothing."""
-    monkeypatch.setattr(workers, "STALL_SECONDS", 2.0)
+def test_a_stopped_worker_is_killed_and_restarted() -> None:
+    """SIGSTOP: the process is there but applies nothing and reports nothing. The
+    supervision's time is a fake clock: it passes the stall limit at once, then moves
+    on (the watchdog's rounds, the restart's back-off) only until the slot has a new
+    process, whose reports come in real time."""
+    clock = FakeClock()
 
     async def body(parent: Parent) -> None:
         old = parent.worker.pid
@@ -179,12 +186,21 @@ def test_a_stopped_worker_is_killed_and_restarted(monkeypatch: pytest.MonkeyPatc
         os.kill(old, signal.SIGSTOP)
         try:
             parent.apply([put("web", "10.1.0.5")])
+            clock.advance(workers.STALL_SECONDS + workers.REPORT_SECONDS)
+
+            def replaced() -> bool:
+                if parent.worker.pid != old:
+                    return True
+                clock.jump()  # the watchdog's next round, then the restart's back-off
+                return False
+
+            await until(replaced, 30, "the watchdog to replace the stopped worker")
             await restarted(parent, old)
         finally:
             with_suppressed_kill(old)
         assert await parent.answer("web") == ["10.1.0.5"]
 
-    parent = run_parent(body)
+    parent = run_parent(body, clock)
     assert parent.restarts[0] == "stalled"
 
 
