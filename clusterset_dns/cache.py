@@ -22,8 +22,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from clusterset_dns import names, truncate, wire
-from clusterset_dns.model import IP, EndpointSlice, ObjectKey, Port, Prefer, ServiceImport
+from clusterset_dns import delta, names, truncate, wire
+from clusterset_dns.model import (
+    IP,
+    EndpointSlice,
+    ObjectKey,
+    Port,
+    Prefer,
+    ServiceImport,
+    ServiceType,
+)
 from clusterset_dns.names import Labels, ZoneNames, to_wire
 from clusterset_dns.records import Built, RecordBuilder
 from clusterset_dns.responses import ResponseMemory
@@ -285,6 +293,12 @@ class Cache:
         # empties the list.
         self.record_programming = False
         self.programmed: list[tuple[str, float]] = []
+        # Large Headless services changed after the sync are updated by difference
+        # (delta.py) from at least this many endpoint names; None: always rebuilt whole.
+        self.incremental_min: int | None = delta.INCREMENTAL_MIN
+        self._headless: dict[ObjectKey, delta.Headless] = {}
+        self._touched: dict[ObjectKey, set[ObjectKey]] = {}  # their slices changed since
+        self._may_start = False  # the rebuild in progress may start a delta.Headless
         self._set_serial(int(clock()))
 
     # -- applying changes ----------------------------------------------------------------
@@ -435,6 +449,7 @@ class Cache:
             return
         if old is not None:
             service = (old.namespace, old.service)
+            self._touch(service, key)
             self._slices_of[service].pop(key, None)
             if not self._slices_of[service]:
                 del self._slices_of[service]
@@ -444,10 +459,15 @@ class Cache:
             self.slices[key] = obj
             service = (obj.namespace, obj.service)
             self._slices_of.setdefault(service, {})[key] = obj
+            self._touch(service, key)
             dirty.add(service)
             imp = self.imports.get(service)
             if self.record_programming and obj.trigger_time is not None and imp is not None:
                 self.programmed.append((imp.type.value, obj.trigger_time))
+
+    def _touch(self, service: ObjectKey, key: ObjectKey) -> None:
+        if service in self._headless:
+            self._touched.setdefault(service, set()).add(key)
 
     # -- admission: does every name of the object fit? -----------------------------------
 
@@ -548,6 +568,9 @@ class Cache:
             if forced is not None and forced != self.zone.serial:
                 self._set_serial(forced)
             return failures
+        # Not while a first list loads: the lists cost start-up time and memory for
+        # services that may never change.
+        self._may_start = self.zone.synced and not syncing
         for service in dirty:
             try:
                 self._rebuild(service)
@@ -586,6 +609,12 @@ class Cache:
 
     def _rebuild(self, service: ObjectKey) -> None:
         imp = self.imports.get(service)
+        state = self._headless.pop(service, None)
+        if state is not None:
+            if imp is not None and self._update(service, state, imp):
+                return
+            footprint = self._built[service]
+            self._built[service] = (delta.all_keys(state), *footprint[1:])
         built = Built()
         if imp is not None:
             built = self.builder.service(imp, self._slices_of.get(service, {}).values(),
@@ -594,13 +623,68 @@ class Cache:
             rejection = self.rejections.get((IMPORT, service))
             if rejection is not None and not rejection.served:
                 built = self.builder.rejected_import(*service, rejection.reason)
-        self._built[service] = self._swap(self._built.pop(service, None), built)
+        self._built[service] = footprint = self._swap(self._built.pop(service, None), built)
         if imp is None and not built.explained:
             del self._built[service]
             self.states.pop(service, None)
-        else:
-            self.states[service] = (REJECTED if imp is None else SERVED if built.answers
-                                    else NO_ENDPOINT)
+            return
+        self.states[service] = (REJECTED if imp is None else SERVED if built.answers
+                                else NO_ENDPOINT)
+        if (self._may_start and self.incremental_min is not None and imp is not None
+                and imp.type is ServiceType.HEADLESS):
+            state = delta.start(self.builder, imp, self._slices_of.get(service, {}), built,
+                                self.incremental_min)
+            if state is not None:
+                self._headless[service] = state
+                self._built[service] = (state.keys, *footprint[1:])
+
+    def _update(self, service: ObjectKey, state: delta.Headless, imp: ServiceImport) -> bool:
+        """Applies the difference of the service's changed slices (delta.py); False when
+        it must be rebuilt whole (``state`` unchanged)."""
+        assert self.incremental_min is not None
+        touched = self._touched.pop(service, set())
+        answers = self.zone.answers
+        try:
+            diff = delta.update(self.builder, state, imp, self._slices_of.get(service, {}),
+                                touched, answers, self.incremental_min)
+        except Exception:
+            # A bug: which lists it left half-changed is unknown, so the rebuild's
+            # footprint is read from the zone (the service's names end in its own).
+            footprint = self._built[service]
+            self._built[service] = (tuple(key for key in answers
+                                          if key[:-4].endswith(state.svc_wire)),
+                                    *footprint[1:])
+            raise
+        if diff is None:
+            return False
+        if self.on_change is not None and self.zone.synced:
+            for key, after in diff.answers.items():
+                before = answers.get(key)
+                if before is None and after is None:
+                    continue
+                if (before is None or after is None or after.body != before.body
+                        or after.heads[0] != before.heads[0]):
+                    self._changes.append((key, before, after))
+        for key, after in diff.answers.items():
+            if after is None:
+                answers.pop(key, None)
+            else:
+                answers[key] = after
+        cuts = self.zone.cuts
+        for key, cut in diff.cuts.items():
+            if cut is None:
+                cuts.pop(key, None)
+            else:
+                cuts[key] = cut
+        explained = self.zone.explained
+        footprint = self._built[service]
+        for name in footprint[2]:
+            explained.pop(name, None)
+        explained.update(diff.explained)
+        self._built[service] = (footprint[0], footprint[1], tuple(diff.explained))
+        self._headless[service] = state
+        self.states[service] = SERVED
+        return True
 
     def _swap(self, old: Footprint | None, new: Built) -> Footprint:
         """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""

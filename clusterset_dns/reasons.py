@@ -8,7 +8,7 @@ option to negative answers of EDNS queries (docs/dns-behaviour.md §3.8).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from clusterset_dns import names, wire
 from clusterset_dns.model import Endpoint, EndpointSlice, ServiceImport
@@ -86,7 +86,7 @@ def _down(piece: EndpointSlice) -> tuple[Endpoint, ...]:
     return piece.serving + piece.not_ready
 
 
-def headless(zone: ZoneNames, svc: Labels, present: set[bytes], imp: ServiceImport,
+def headless(zone: ZoneNames, svc: Labels, present: Container[bytes], imp: ServiceImport,
              every: Sequence[EndpointSlice], rejected: Sequence[str]) -> Reasons:
     """The reasons of a Headless import's names that ``present`` (the names its build
     made) lacks: its service and port names without a ready endpoint, the names of its

@@ -279,6 +279,48 @@ class RecordBuilder:
             self._srv(out, owner, list(targets), glue, ranks)
             self._exists(out, owner)
 
+    # -- pieces of one service's answers, for delta.py --------------------------------
+
+    def one_address(self, key: bytes, packed: Packed) -> tuple[bytes, wire.Answer]:
+        """The answer key and answer of a name with one address (``key``: its wire form)."""
+        return (key + _QTYPE_CLASS[wire.A if len(packed) == 4 else wire.AAAA],
+                wire.Answer(self._one_address, self._address_heads[len(packed)] + packed, 0))
+
+    def family_answer(self, out: Built, key: bytes, family: list[Packed], first_rank: int,
+                      endpoints: int, rotation: truncate.Rotation) -> None:
+        """The A or AAAA answer of a service name (``key``: its wire form) whose
+        ``endpoints`` endpoints have one address each, all distinct: ``family`` sorted,
+        its address ``i`` that of the endpoint ranked ``first_rank + i``. What
+        :meth:`_addresses` builds for them, joining only the records one message holds."""
+        size = len(family[0])
+        head = self._address_heads[size]
+        question = key + _QTYPE_CLASS[wire.A if size == 4 else wire.AAAA]
+        step = len(head) + size
+        room = wire.TCP_MAX - 12 - len(question) - wire.OPT_LEN  # as wire.sized counts
+        count = len(family)
+        kept = count if count * 28 < wire.TCP_MAX // 2 else min(count, room // step,
+                                                                  wire.MAX_COUNT)
+        shown = family if kept == count else family[:kept]
+        body = head + head.join(shown)  # head + packed, for each: joined in C
+        flags = wire.QR | wire.AA | (0 if kept == count else wire.TC)
+        answer = wire.Answer(wire.heads(0, kept, 0, 0, flags), body, 0)
+        if truncate.needs_cuts(len(question), answer.size, count):
+            out.cuts[question] = truncate.address_cuts(
+                head, shown, body, range(first_rank, first_rank + kept), endpoints, rotation,
+                truncate.A_BIT if size == 4 else truncate.AAAA_BIT)
+        self._store(out, question, answer)
+
+    def srv_answer(self, out: Built, owner: Labels, targets: list[tuple[Labels, int]],
+                   glue: dict[Labels, list[Packed]]) -> None:
+        """:meth:`_srv` without tiers, for a caller outside :meth:`service`."""
+        try:
+            self._srv(out, owner, targets, glue, None)
+        finally:
+            self._wires.clear()
+
+    def store_srv(self, out: Built, owner: Labels, answer: wire.Answer) -> None:
+        self._store_srv(out, owner, answer)
+
     # -- services --------------------------------------------------------------------
 
     def _wire(self, labels: Labels) -> bytes:
