@@ -23,6 +23,7 @@ cache rebuilds the service whole, as before.
 from __future__ import annotations
 
 import bisect
+import itertools
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -269,7 +270,9 @@ def _fits(state: Headless, gone: Targets, came: Targets, minimum: int) -> bool:
             return False  # a family's answer comes or goes: a full rebuild says so
     if sum(count.values()) < max(minimum, _FEW + 1):
         return False
-    return all(state.clusters.get(cluster, 0) + delta > 0
+    # A cluster's name (an empty non-terminal) comes and goes with its first and last
+    # endpoint name: a full rebuild says so.
+    return all(state.clusters.get(cluster, 0) > 0 and state.clusters[cluster] + delta > 0
                for cluster, delta in clusters.items())
 
 
@@ -352,25 +355,36 @@ def _srv(builder: RecordBuilder, out: Built, state: Headless, owner: Labels,
     whole = glued or (records <= room and count <= wire.MAX_COUNT)
     weight = srv_weight(count)
     ttl = builder.ttl
-    heads: dict[tuple[int, int], bytes] = {}  # by (rdlength, port)
     parts: list[bytes] = []
-    ends: list[int] = []
+    ends: list[int]  # where each record ends (wire.sized reads it)
     used = 0
+    run = 18 * len(wires) + state.wire_bytes  # the bytes of one port's records
+    lengths = set(map(len, wires)) if run <= room else set()
     for number in numbers:
+        if whole or (used + run <= room and len(parts) + len(wires) <= wire.MAX_COUNT):
+            # every target at this port: a comprehension
+            heads = {length: b"\xc0\x0c" + _SRV_RECORD.pack(
+                wire.SRV, wire.CLASS_IN, ttl, length + 6, 0, weight, number)
+                for length in lengths}
+            parts += [heads[len(target_wire)] + target_wire for target_wire in wires]
+            used += run
+            continue
+        # the records one message still holds, then stop
+        ends = list(itertools.accumulate(map(len, parts)))
+        head, head_size = b"", 0
         for target_wire in wires:
             size = 18 + len(target_wire)
-            if not whole and (used + size > room or len(parts) == wire.MAX_COUNT):
+            if used + size > room or len(parts) == wire.MAX_COUNT:
                 break
-            head = heads.get((size, number))
-            if head is None:
-                head = heads[(size, number)] = b"\xc0\x0c" + _SRV_RECORD.pack(
-                    wire.SRV, wire.CLASS_IN, ttl, size - 12, 0, weight, number)
+            if size != head_size:  # names of one length in a row: one head
+                head, head_size = b"\xc0\x0c" + _SRV_RECORD.pack(
+                    wire.SRV, wire.CLASS_IN, ttl, size - 12, 0, weight, number), size
             parts.append(head + target_wire)
             used += size
             ends.append(used)
-        else:
-            continue
         break
+    else:
+        ends = list(itertools.accumulate(map(len, parts)))
     state.cut_at[owner] = 0 if whole or len(parts) >= len(targets) else len(parts)
     if not glued:
         flags = wire.QR | wire.AA | (0 if whole else wire.TC)
@@ -397,25 +411,42 @@ def _glue(parts: list[bytes], owner: Labels, state: Headless, ends: list[int], b
     """Each target's address record, owned by a pointer to the target where it is first
     written (the first port's records: ``ends``) when that is within a pointer's reach;
     past it, by its labels up to a suffix of the question, as the Encoder compresses."""
-    suffixes: dict[Labels, int] = {}
-    offset = 12
-    for i, label in enumerate(owner):
-        suffixes[owner[i:]] = offset
-        offset += 1 + len(label)
-    tails: dict[Labels, bytes] = {}
+    wires, packs = state.wires, state.packs
     fixed = {size: _RR_FIXED.pack(rtype, wire.CLASS_IN, ttl, size)
              for size, rtype in ((4, wire.A), (16, wire.AAAA))}
-    for target, packed, target_wire, end in zip(state.targets, state.packs, state.wires, ends,
-                                                strict=False):  # ends: the first port's
-        at = base + end - len(target_wire)
-        if at < _POINTER_MAX:
-            name = _POINTER.pack(0xC000 | at)
-        else:
-            tail = tails.get(target[1:])
-            if tail is None:
-                tail = tails[target[1:]] = _compressed(target[1:], suffixes)
-            name = bytes((len(target[0]),)) + target[0] + tail
-        parts.append(name + fixed[len(packed)] + packed)
+    # Where each target starts in the message: increasing, so those within reach come first.
+    starts = [base + end - len(target_wire) for end, target_wire in zip(ends, wires,
+                                                                       strict=False)]
+    reach = bisect.bisect_left(starts, _POINTER_MAX)
+    pointer = _POINTER.pack
+    parts += [pointer(0xC000 | at) + fixed[len(packed)] + packed
+              for at, packed in zip(starts[:reach], packs, strict=False)]
+    tails = _Tails(owner)  # what follows the first label, by its wire form
+    parts += [target_wire[: 1 + target_wire[0]] + tails[target_wire[1 + target_wire[0]:]]
+              + fixed[len(packed)] + packed
+              for target_wire, packed in zip(wires[reach:], packs[reach:], strict=True)]
+
+
+class _Tails(dict[bytes, bytes]):
+    """A name's wire form (less its first label) -> that name as the Encoder writes it
+    after ``owner``'s question: its labels up to the first suffix of the question."""
+
+    def __init__(self, owner: Labels) -> None:
+        super().__init__()
+        self.suffixes: dict[Labels, int] = {}
+        offset = 12
+        for i, label in enumerate(owner):
+            self.suffixes[owner[i:]] = offset
+            offset += 1 + len(label)
+
+    def __missing__(self, name: bytes) -> bytes:
+        labels = []
+        at = 0
+        while name[at]:
+            labels.append(name[at + 1 : at + 1 + name[at]])
+            at += 1 + name[at]
+        self[name] = found = _compressed(tuple(labels), self.suffixes)
+        return found
 
 
 def _compressed(labels: Labels, suffixes: Mapping[Labels, int]) -> bytes:

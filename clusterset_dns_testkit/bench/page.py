@@ -337,6 +337,27 @@ def _xfr_load_section(path: Path, result: Result, root: Path) -> list[str]:
     return lines
 
 
+def _change_cost_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    rows = [("this code", d["ours"])]
+    if "baseline" in d:
+        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    lines = [*_facts(path, result, root), "",
+             "`Cache.apply` of one op, in process: a readiness flip of one endpoint (and the "
+             "flip back) in one Headless service (slices of 100, 5 named ports), after the "
+             "sync; one ClusterSetIP import added to a zone of imports.", "",
+             "| code | change | size | changes | p50 ms | p99 ms | CPU p50 ms | CPU p99 ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, r in rows:
+        lines += [f"| {name} | {change} | {f[unit]:,} {unit} | {f['changes']} | "
+                  f"{f['p50_ms']:.3f} | {f['p99_ms']:.3f} | {f['cpu_p50_ms']:.3f} | "
+                  f"{f['cpu_p99_ms']:.3f} |"
+                  for kind, change, unit in (("flip", "flip one endpoint", "endpoints"),
+                                             ("add_import", "add one import", "imports"))
+                  for f in r[kind]]
+    return lines
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -352,6 +373,8 @@ SECTIONS = (
      _xfr_load_section),
     ("fat_objects", "Large objects: memory while listing and watching",
      "python bench/fat_objects.py", _fat_objects_section),
+    ("change_cost", "What one change costs", "python bench/change_cost.py",
+     _change_cost_section),
 )
 
 

@@ -131,8 +131,8 @@ def _cache(minimum: int | None) -> tuple[Cache, Journal]:
     return cache, journal
 
 
-@pytest.mark.timeout(300)
-@settings(max_examples=120, deadline=None, database=None,
+@pytest.mark.timeout(600)
+@settings(max_examples=80, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_updates_by_difference_equal_a_rebuild(data: st.DataObject) -> None:
