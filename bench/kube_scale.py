@@ -2,6 +2,7 @@
 
     python bench/kube_scale.py [--imports 10000 --headless 1000 --endpoints 100]
                                [--updates 1000 --rate 100] [--coredns] [--out FILE]
+                               [--scale 1,3,10]
 
 1. Starts etcd + kube-apiserver (clusterset_dns_testkit.peers, binaries from
    scripts/build-peers), installs the mcs-api v0.5.0 CRDs and writes the objects:
@@ -15,6 +16,11 @@
    giving one ServiceImport a new IP; for each, the time from the start of the
    API write until a DNS query over UDP sees the new IP (polled every 0.5 ms).
    Reports p50/p90/p99/max.
+
+``--scale 1,3,10``: the curve. One run per multiple of the data set (``--imports``
+and ``--headless`` times each number; 10 is 100,000 imports + 10,000 headless x 100,
+1.1 million endpoints), each on a freshly loaded API server, each measuring both
+servers' time to first answer, RSS after sync and peak RSS (VmHWM: the list's peak).
 
 Every loop is bounded in time. Loopback only.
 """
@@ -33,22 +39,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from clusterset_dns_testkit.bench import cli
 from clusterset_dns_testkit.bench import results as bench_results
-from clusterset_dns_testkit.bench.apiload import load, propagation, start_coredns, start_ours
+from clusterset_dns_testkit.bench.apiload import (
+    api_memory_mib,
+    load,
+    propagation,
+    start_coredns,
+    start_ours,
+)
 from clusterset_dns_testkit.peers import KubeAPI
 
 
-def one_run(args: argparse.Namespace) -> dict[str, Any]:
-    """One load of a fresh API server, our start, propagation, CoreDNS's start."""
+def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any]:
+    """One load of a fresh API server, our start, propagation, CoreDNS's start;
+    ``scale``: that multiple of ``--imports`` and ``--headless``."""
+    if scale is not None:
+        args = argparse.Namespace(**{**vars(args), "imports": args.imports * scale,
+                                     "headless": args.headless * scale})
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "objects": {"imports": args.imports, "headless": args.headless,
                                            "endpoints_per_headless": args.endpoints}}
+    if scale is not None:
+        results["scale"] = scale
     with KubeAPI() as api:
         args.workdir = api.dir
         api.install_crds(["mcs-api-v0.5.0"])
         results["load_s"] = load(api, args.imports, args.headless, args.endpoints)
+        results["apiserver_etcd_rss_mib"] = api_memory_mib(api)
         print(f"loaded {args.imports + args.headless} imports, "
-              f"{args.headless * args.endpoints} endpoints in {results['load_s']:.1f}s",
-              flush=True)
+              f"{args.headless * args.endpoints} endpoints in {results['load_s']:.1f}s; "
+              f"kube-apiserver + etcd {results['apiserver_etcd_rss_mib']:.0f} MiB", flush=True)
         proc, port, ours = start_ours(api, args)
         results["clusterset_dns"] = ours
         print(f"clusterset-dns: {ours}", flush=True)
@@ -66,6 +85,13 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def sizes(text: str) -> list[int]:
+    values = sorted({int(v) for v in text.split(",") if v.strip()})
+    if not values or values[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: positive integers, comma-separated")
+    return values
+
+
 def main() -> int:
     parser = cli.parser(__doc__)
     cli.add_dataset(parser)
@@ -73,13 +99,17 @@ def main() -> int:
     cli.add_out(parser)
     parser.add_argument("--runs", type=int, default=1,
                         help="measure this many times, each on a freshly loaded API server (1)")
+    parser.add_argument("--scale", type=sizes,
+                        help="comma-separated multiples of --imports and --headless (1,3,10): "
+                             "--runs runs of each, smallest first")
     args = parser.parse_args()
-    runs = [one_run(args) for _ in range(args.runs)]
+    runs = [one_run(args, scale) for scale in args.scale or [None] for _ in range(args.runs)]
     versions = bench_results.peer_versions("kube-apiserver", "etcd")
     if args.coredns:
         versions |= bench_results.peer_versions("coredns")
     cli.publish(args, bench_results.envelope("kube_scale", {"runs": runs}, versions=versions,
-                                             quick=cli.smaller(args)))
+                                             quick=cli.smaller(args) or (
+                                                 args.scale is not None and 1 not in args.scale)))
     return 0
 
 

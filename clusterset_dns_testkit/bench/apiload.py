@@ -186,7 +186,14 @@ def start_coredns(api: KubeAPI, args: argparse.Namespace) -> tuple[CoreDNS, dict
     answer_s = time.monotonic() - t0 + wait_answer(coredns.port, last, ip4(args.imports - 1), 180)
     time.sleep(2)  # let its informers settle before reading the memory
     assert coredns.proc is not None
-    return coredns, {"first_answer_s": answer_s, "rss_mib": tree_memory_mib(coredns.proc.pid)[0]}
+    return coredns, {"first_answer_s": answer_s, "rss_mib": tree_memory_mib(coredns.proc.pid)[0],
+                     "peak_mib": memory_kib(coredns.proc.pid)["VmHWM"] / 1024}
+
+
+def api_memory_mib(api: KubeAPI) -> float:
+    """RSS of kube-apiserver and etcd together (what the loaded API costs the machine)."""
+    procs = [p for p in (api.apiserver, api.etcd) if p is not None]
+    return sum(tree_memory_mib(p.pid)[0] for p in procs)
 
 
 def propagation(api: KubeAPI, port: int, args: argparse.Namespace) -> dict[str, float]:

@@ -96,6 +96,14 @@ def readme_table(results: Path = res.RESULTS, include_quick: bool = False) -> st
                 f"({m.get('cpu_model', '?')}), "
                 + (f"median of {rounds} interleaved rounds:" if rounds > 1 else "one round:"),
                 "", *run_table(result, full=False)]
+    curve = res.latest("kube_scale", results, include_quick)
+    if curve is not None and len(_kube_runs(curve[1])) > 1:
+        m = curve[1]["machine"]
+        body += ["", f"Start-up through a real kube-apiserver against CoreDNS (kubernetes plugin, "
+                 f"multicluster) in the same run, `{curve[1]['command']}`, {curve[1]['date']}, "
+                 f"{m.get('cpus', '?')} CPUs: time from process start to the first correct "
+                 f"answer, resident memory after sync and peak (MiB):", "",
+                 *kube_curve(curve[1])]
     return "\n".join([README_BEGIN, *body, README_END])
 
 
@@ -175,13 +183,69 @@ def _seen(seen: int, updates: int) -> str:
     return f"all {updates:,} seen" if seen >= updates else f"only {seen:,} of {updates:,} seen"
 
 
+def _objects(run: Result) -> tuple[int, int, int]:
+    o = run["objects"]
+    return o["imports"], o["headless"], o["endpoints_per_headless"]
+
+
+def _kube_runs(result: Result) -> list[list[Result]]:
+    """The runs grouped by data set, smallest first."""
+    groups: dict[tuple[int, int, int], list[Result]] = {}
+    for run in result["data"]["runs"]:
+        groups.setdefault(_objects(run), []).append(run)
+    return [groups[size] for size in sorted(groups)]
+
+
+def kube_curve(result: Result) -> list[str]:
+    """One row per data set (median over its runs): both servers' time to first answer,
+    RSS after sync and peak RSS during the list, and ours over CoreDNS's."""
+    lines = ["| imports + headless | endpoints | clusterset-dns: first answer / RSS / peak | "
+             "CoreDNS: first answer / RSS / peak | time vs CoreDNS | RSS vs CoreDNS | "
+             "our peak vs our RSS |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for runs in _kube_runs(result):
+        imports, headless, endpoints = _objects(runs[0])
+
+        def med(server: str, key: str, group: list[Result] = runs) -> float | None:
+            values = [r[server][key] for r in group if r.get(server) and key in r[server]]
+            return _median(values) if values else None
+
+        def cell(server: str) -> str:
+            t, rss, peak = (med(server, k) for k in ("first_answer_s", "rss_mib", "peak_mib"))
+            if t is None or rss is None:
+                return "-"
+            return f"{t:.2f} s / {rss:,.0f} / " + ("-" if peak is None else f"{peak:,.0f}") \
+                + " MiB"
+        ours_t, ours_rss, ours_peak = (med("clusterset_dns", k)
+                                       for k in ("first_answer_s", "rss_mib", "peak_mib"))
+        cd_t, cd_rss = med("coredns", "first_answer_s"), med("coredns", "rss_mib")
+        lines.append(f"| {imports:,} + {headless:,} | {headless * endpoints:,} | "
+                     f"{cell('clusterset_dns')} | {cell('coredns')} | {_ratio(ours_t, cd_t)} | "
+                     f"{_ratio(ours_rss, cd_rss)} | {_ratio(ours_peak, ours_rss)} |")
+    return lines
+
+
 def _kube_section(path: Path, result: Result, root: Path) -> list[str]:
-    runs: list[Result] = result["data"]["runs"]
+    groups = _kube_runs(result)
+    lines = [*_facts(path, result, root)]
+    if len(groups) > 1:
+        lines += [f"- the curve: {len(groups)} data sets, each loaded into a fresh "
+                  "kube-apiserver; time from process start to the first correct answer, "
+                  "resident memory after sync, and peak resident memory (VmHWM, the list's "
+                  "peak); median over the runs of a data set", "", *kube_curve(result), "",
+                  "Each data set's own figures:"]
+    for runs in groups:
+        lines += [""] * (len(groups) > 1) + _kube_table(runs)
+    return lines
+
+
+def _kube_table(runs: list[Result]) -> list[str]:
     o = runs[0]["objects"]
-    lines = [*_facts(path, result, root),
-             f"- objects through a real kube-apiserver: {o['imports']:,} ClusterSetIP imports "
+    lines = [f"- objects through a real kube-apiserver: {o['imports']:,} ClusterSetIP imports "
              f"+ {o['headless']:,} headless x {o['endpoints_per_headless']} endpoints; "
-             f"{len(runs)} run(s), each on a freshly loaded API server: median (each run)", "",
+             f"{len(runs)} run(s), each on a freshly loaded API server: median (each run)"
+             + (f"; loading took {_spread([r['load_s'] for r in runs], '.0f', ' s')}"
+                if "scale" in runs[0] else ""), "",
              "| figure | clusterset-dns | CoreDNS |", "| --- | ---: | ---: |"]
     ours = [r["clusterset_dns"] for r in runs]
     theirs = [r["coredns"] for r in runs if r.get("coredns")]
@@ -193,6 +257,11 @@ def _kube_section(path: Path, result: Result, root: Path) -> list[str]:
                  f"{_spread([x['rss_mib'] for x in ours], '.0f', ' MiB')} | "
                  + (_spread([x['rss_mib'] for x in theirs], '.0f', ' MiB')
                     if theirs else "-") + " |")
+    if all("peak_mib" in x for x in ours + theirs) and "scale" in runs[0]:
+        lines.append("| peak resident memory (VmHWM) | "
+                     f"{_spread([x['peak_mib'] for x in ours], '.0f', ' MiB')} | "
+                     + (_spread([x['peak_mib'] for x in theirs], '.0f', ' MiB')
+                        if theirs else "-") + " |")
     props = [r["propagation"] for r in runs if r.get("propagation")]
     if props:
         p = props[-1]

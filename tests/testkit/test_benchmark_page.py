@@ -88,3 +88,32 @@ def test_check_finds_a_hand_edited_table(tmp_path: Path) -> None:
     assert page.regenerate(res.RESULTS, committed_page, ROOT / "README.md", write=False) == []
     fixed = page.replace_readme_table(edited.read_text(encoding="utf-8"), page.readme_table())
     assert fixed == readme
+
+
+def kube_run(scale: int, ours: float, coredns: float) -> dict[str, Any]:
+    def server(t: float, rss: float) -> dict[str, float]:
+        return {"first_answer_s": t, "rss_mib": rss, "peak_mib": rss * 1.2}
+    return {"scale": scale, "load_s": 10.0 * scale,
+            "objects": {"imports": 10000 * scale, "headless": 1000 * scale,
+                        "endpoints_per_headless": 100},
+            "clusterset_dns": server(ours * scale, 100.0 * scale),
+            "coredns": server(coredns * scale, 200.0 * scale)}
+
+
+def test_a_scale_run_shows_the_curve_on_the_page_and_in_the_readme(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    res.write(run_result(111_111, "2026-12-01 10:00"), results)
+    runs = [kube_run(1, 2.0, 3.0), kube_run(3, 2.5, 3.0), kube_run(10, 3.0, 3.0)]
+    res.write(res.envelope("kube_scale", {"runs": runs}, argv=["bench/kube_scale.py",
+                                                               "--scale", "1,3,10"],
+                           when=dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC)), results)
+    rows = ["| 10,000 + 1,000 | 100,000 | 2.00 s / 100 / 120 MiB | 3.00 s / 200 / 240 MiB | "
+            "0.67 | 0.50 | 1.20 |",
+            "| 100,000 + 10,000 | 1,000,000 | 30.00 s / 1,000 / 1,200 MiB | "
+            "30.00 s / 2,000 / 2,400 MiB | 1.00 | 0.50 | 1.20 |"]
+    table = page.readme_table(results)
+    text = page.page(results, page_dir=tmp_path / "docs")
+    for row in rows:
+        assert row in table and row in text
+    assert "`python bench/kube_scale.py --scale 1,3,10`" in table
+    assert "| peak resident memory (VmHWM) | 360 MiB | 720 MiB |" in text  # the 3x set's
