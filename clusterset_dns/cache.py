@@ -587,10 +587,10 @@ class Cache:
         ahead = 1 if syncing else 0
         self._set_serial(forced if forced is not None
                          else max(self.zone.serial + 1, int(self.clock()) + ahead))
-        now = time.time()
+        stamp = (self.zone.serial, time.time())  # one tuple for the whole update
         for service in dirty:
             if service in self._built:
-                self.changed_at[service] = (self.zone.serial, now)
+                self.changed_at[service] = stamp
             else:
                 self.changed_at.pop(service, None)
         return failures

@@ -75,7 +75,29 @@ def key_of(obj: Mapping[str, Any]) -> ObjectKey:
     name, namespace = meta.get("name"), meta.get("namespace") or "default"
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         raise InvalidObject("metadata.name / metadata.namespace missing or not a string")
-    return namespace, name
+    return sys.intern(namespace), name
+
+
+def _lower(text: str) -> str:
+    """``text`` lower-cased, the same object when it already is: every key holds the
+    name as the API wrote it, and a copy per object would be a string per object more."""
+    lowered = text.lower()
+    return text if lowered == text else lowered
+
+
+# Port lists repeat across objects (every import of one kind of service): one tuple each.
+# Bounded, since objects choose them; starting over only costs the sharing.
+_SHARED_PORTS_CAP = 4096
+_shared_ports: dict[tuple[Port, ...], tuple[Port, ...]] = {}
+
+
+def _shared(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    found = _shared_ports.get(ports)
+    if found is None:
+        if len(_shared_ports) >= _SHARED_PORTS_CAP:
+            _shared_ports.clear()
+        _shared_ports[ports] = found = ports
+    return found
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -152,7 +174,7 @@ def _ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
             ports.append(Port(name=name, protocol=protocol.lower(), port=number))
         except InvalidObject as exc:
             warn(f"{where}[{i}] skipped: {exc}")
-    return tuple(ports)
+    return _shared(tuple(ports))
 
 
 def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImport:
@@ -185,8 +207,8 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     slice_objects = _field(obj, SLICE_OBJECTS)
     slice_objects = slice_objects if isinstance(slice_objects, str) else ""
     return ServiceImport(
-        namespace=namespace.lower(),
-        name=name.lower(),
+        namespace=sys.intern(_lower(namespace)),
+        name=sys.intern(_lower(name)),
         type=svc_type,
         ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
         ports=_ports(_field(obj, "ports"), "ports", warn),
@@ -256,6 +278,23 @@ def _trigger_time(meta: Mapping[str, Any]) -> float | None:
         return None
 
 
+# StatefulSet hostnames repeat across services (web-0, web-1, ...): each is checked once
+# and shared. Bounded, since objects choose them; starting over only costs the sharing.
+_HOSTNAMES_CAP = 16384
+_hostnames: dict[str, str] = {}
+
+
+def _hostname(raw: Any) -> str:
+    found = _hostnames.get(raw) if type(raw) is str else None
+    if found is None:
+        found = sys.intern(_dns_label(raw, "hostname"))  # raises for a bad one: not kept
+        if len(_hostnames) >= _HOSTNAMES_CAP:
+            _hostnames.clear()
+        if type(raw) is str:
+            _hostnames[raw] = found
+    return found
+
+
 def _is_mapping(value: Any) -> bool:
     # JSON gives dicts: the ABC check (a tenth of a slice's conversion) only for others.
     return type(value) is dict or isinstance(value, Mapping)
@@ -287,8 +326,7 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
         addresses.append(ip)
     hostname = raw.get("hostname") or None
     if hostname is not None:
-        # StatefulSet hostnames repeat across services (web-0, web-1, ...): share them.
-        hostname = sys.intern(_dns_label(hostname, "hostname"))
+        hostname = _hostname(hostname)
     zone = raw.get("zone")
     # Zones are compared, never put into names: any non-empty string will do.
     zone = sys.intern(zone) if isinstance(zone, str) and zone else None
@@ -307,7 +345,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     service = labels.get(SERVICE_NAME_LABEL)
     if not service:
         raise InvalidObject(f"label {SERVICE_NAME_LABEL} missing or empty")
-    service = _dns_label(service, f"label {SERVICE_NAME_LABEL}")
+    service = sys.intern(_dns_label(service, f"label {SERVICE_NAME_LABEL}"))
     cluster = labels.get(SOURCE_CLUSTER_LABEL)
     if cluster is not None:
         # Present but not a name ("", ".", "a b"): endpoint names would land directly
@@ -316,7 +354,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
         if not isinstance(cluster, str):
             raise InvalidObject(f"cluster id {cluster!r} is not a string")
         try:
-            cluster = b".".join(names.subdomain(cluster)).decode("ascii")
+            cluster = sys.intern(b".".join(names.subdomain(cluster)).decode("ascii"))
         except names.InvalidName as exc:
             raise InvalidObject(f"cluster id: {exc}") from None
     address_type = obj.get("addressType")
@@ -340,7 +378,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
         if found is not None:
             (endpoints, serving, not_ready)[found[1]].append(found[0])
     return EndpointSlice(
-        namespace=namespace.lower(),
+        namespace=sys.intern(_lower(namespace)),
         name=name,
         service=service,
         cluster=cluster,

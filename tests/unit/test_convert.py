@@ -367,3 +367,27 @@ def test_not_ready_endpoints_are_kept_apart_with_the_trigger_time() -> None:
     assert piece.trigger_time == 1767323045.0
     obj["metadata"]["annotations"] = {convert.TRIGGER_TIME: "yesterday"}
     assert convert.endpoint_slice(obj).trigger_time is None  # type: ignore[union-attr]
+
+
+def test_objects_share_repeated_ports_and_namespaces() -> None:
+    """At 100,000 imports a copy of the same ports, namespace and service name per
+    object is most of what an import costs: decoded JSON gives each object its own."""
+    def ports() -> list[dict[str, Any]]:
+        return [port(80, "TCP", "http")]
+
+    # Fresh strings, as two JSON documents give them.
+    a = convert.service_import(service_import("a", namespace="".join(["pr", "od"]),
+                                              ips=["10.0.0.1"], ports=ports()))
+    b = convert.service_import(service_import("b", namespace="".join(["pro", "d"]),
+                                              ips=["10.0.0.2"], ports=ports()))
+    assert a.ports == b.ports and a.ports is b.ports
+    assert a.namespace is b.namespace
+    one = convert.endpoint_slice(endpoint_slice("a-1", "".join(["w", "eb"]), cluster="c1",
+                                                endpoints=[endpoint("10.1.0.1")], ports=ports()))
+    two = convert.endpoint_slice(endpoint_slice("a-2", "".join(["we", "b"]), cluster="c1",
+                                                endpoints=[endpoint("10.1.0.2")], ports=ports()))
+    assert one is not None and two is not None
+    assert one.ports is a.ports and one.service is two.service
+    assert one.namespace is a.namespace and one.cluster is two.cluster
+    key = convert.key_of(service_import("c", namespace="".join(["pr", "od"])))
+    assert key[0] is a.namespace
