@@ -72,8 +72,7 @@ class Client(Protocol):
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
                   timeout: float = 30, sizes: list[int] | None = None) -> Any: ...
 
-    def stream(self, path: str, params: Mapping[str, Any],
-               inactivity_timeout: float) -> Any: ...
+    def stream(self, path: str, params: Mapping[str, Any]) -> Any: ...
 
 
 def api_backoff(clock: Clock) -> Backoff:
@@ -116,6 +115,7 @@ class Reflector:
         # The models are the cache's own objects; only the dict is extra.
         self.known: dict[ObjectKey, object | None] = {}
         self.resource_version: str | None = None
+        self.heard = 0.0  # when the watch stream last said anything (the clock's time)
         self.listed = False
         self.backoff = api_backoff(clock)
         self.discovered = discovered  # a 404 then means "discover again", not "retry"
@@ -305,23 +305,39 @@ class Reflector:
             **self._params(),
         }
         wake = asyncio.Event()
+        self.heard = self.clock.monotonic()
         reader = asyncio.create_task(self._read(
-            self.client.stream(self.resource.path, params, self.config.inactivity_timeout),
-            wake))
+            self.client.stream(self.resource.path, params), wake))
+        silence = asyncio.create_task(self._silence(self.config.inactivity_timeout))
         try:
             while not reader.done():
                 waiter = asyncio.create_task(wake.wait())
-                await asyncio.wait({reader, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({reader, waiter, silence},
+                                   return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
                 wake.clear()
                 await self._flush()
+                if silence.done():
+                    silence.result()  # raises Inactive, after applying what came before
             reader.result()  # raises what ended the stream, after applying what came before
         finally:
             reader.cancel()
+            silence.cancel()
+
+    async def _silence(self, limit: float) -> None:
+        """Raises :class:`kube.Inactive` once the stream has said nothing (not even a
+        bookmark) for ``limit`` seconds: a stalled API server, or a connection that died
+        without a word, ends no stream by itself."""
+        while True:
+            quiet = self.clock.monotonic() - self.heard
+            if quiet >= limit:
+                raise Inactive(f"watch {self.resource.path}: silent for {limit:g}s")
+            await self.clock.sleep(limit - quiet)
 
     async def _read(self, stream: AsyncIterator[Any], wake: asyncio.Event) -> None:
         last_yield = self.clock.monotonic()
         async for raw in stream:
+            self.heard = self.clock.monotonic()
             event = event_of(raw)
             self.metrics.last_event.labels(self.resource.op_kind).set(self.clock.time())
             if event.type == "ERROR":

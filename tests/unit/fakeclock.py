@@ -1,9 +1,9 @@
 """A :class:`clock.Clock` whose time passes only when the test moves it.
 
-Sleeps are recorded (:attr:`FakeClock.sleeps`) and wait for :meth:`advance` or
-:meth:`jump` (to the next sleeper's deadline); random draws come from a seeded
-generator. ``tick``: every reading of :meth:`monotonic` finds the clock that much
-later, as if the work between two readings took that long.
+Sleeps wait for :meth:`advance` or :meth:`jump` (to the next sleeper's deadline)
+and are recorded (:attr:`FakeClock.sleeps`) once they have run their length; random
+draws come from a seeded generator. ``tick``: every reading of :meth:`monotonic`
+finds the clock that much later, as if the work between two readings took that long.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ class FakeClock(Clock):
         return self._random.uniform(low, high)
 
     async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._timers, (self.now + max(seconds, 0.0), next(self._order), future))
         await future
+        self.sleeps.append(seconds)  # slept whole (a cancelled wait, a timer cut short, is not)
 
     def pending(self) -> list[float]:
         """Deadlines of the sleepers still waiting, earliest first."""
@@ -52,11 +52,12 @@ class FakeClock(Clock):
             if not future.done():
                 future.set_result(None)
 
-    def jump(self) -> bool:
-        """To the earliest sleeper's deadline, waking it; False when none waits."""
+    def jump(self, within: float | None = None) -> bool:
+        """To the earliest sleeper's deadline, waking it; False when none waits (or, with
+        ``within``, none within that many seconds)."""
         while self._timers and self._timers[0][2].done():
             heapq.heappop(self._timers)  # cancelled sleeps
-        if not self._timers:
+        if not self._timers or (within is not None and self._timers[0][0] > self.now + within):
             return False
         self.advance(max(0.0, self._timers[0][0] - self.now))
         return True

@@ -39,7 +39,7 @@ class Script:
             raise item
         return item
 
-    def stream(self, path: str, params: Mapping[str, Any], inactivity_timeout: float) -> Any:
+    def stream(self, path: str, params: Mapping[str, Any]) -> Any:
         raise AssertionError("no watch expected")
 
 
