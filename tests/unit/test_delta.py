@@ -12,6 +12,7 @@ ports changing, a second address, names and addresses twice, tiers.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -19,8 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterset_dns import rrs
 from clusterset_dns.cache import (
     Cache,
+    Change,
     Op,
     PutImport,
     PutSlice,
@@ -29,7 +32,7 @@ from clusterset_dns.cache import (
     SetClusterId,
     SetSynced,
 )
-from clusterset_dns.journal import Journal
+from clusterset_dns.journal import Journal, diff_of
 from clusterset_dns.model import (
     Endpoint,
     EndpointSlice,
@@ -40,6 +43,7 @@ from clusterset_dns.model import (
     ServiceType,
 )
 from clusterset_dns.names import ZoneNames, to_wire
+from clusterset_dns.wire import Answer
 
 from .helpers import ZONE
 
@@ -229,3 +233,43 @@ def test_a_readiness_flip_changes_only_what_it_changes(flipped: int) -> None:
     assert {record.owner for record in diff_journal.diffs[-1].added} <= owners
     assert bool(diff_journal.diffs[-1].added) == (flipped < 1000)
     assert endpoint_name in diff.zone.explained  # "endpoint not ready"
+
+
+@pytest.mark.parametrize("flipped", [0, 1999])
+def test_ixfr_difference_of_large_answers_equals_their_decoded_records(
+        flipped: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """journal.diff_of compares the records of large answers as bytes, decoding none of
+    them whole: the difference is the one rrs.answer_records' decoded records give."""
+    imp, slices = _large(2000)
+    cache = Cache(ZoneNames(ZONE), 5)
+    seen: list[list[Change]] = []
+    cache.on_change = lambda _old, _new, changes: seen.append(changes or [])
+    cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices(slices), SetSynced(True)])
+    key = ("prod", f"web-{flipped // 100}")
+    piece = slices[key]
+    ready = list(piece.endpoints)
+    down = ready.pop(flipped % 100)
+    cache.apply([PutSlice(key, replace(piece, endpoints=tuple(ready), not_ready=(down,)))])
+    changes = seen[-1]
+    assert any(after is not None and len(after.body) > 30_000 for _, _, after in changes)
+    removed: set[rrs.Record] = set()
+    added: set[rrs.Record] = set()
+    for answer_key, before, after in changes:
+        if answer_key[-4:-2] == b"\x00\x06":
+            continue
+        old = set(rrs.answer_records(answer_key, before)) if before is not None else set()
+        new = set(rrs.answer_records(answer_key, after)) if after is not None else set()
+        removed |= old - new
+        added |= new - old
+    decoded: list[int] = []
+    answer_records = rrs.answer_records
+
+    def counted(answer_key: bytes, answer: Answer) -> Iterator[rrs.Record]:
+        decoded.append(len(answer.body))
+        return answer_records(answer_key, answer)
+
+    monkeypatch.setattr(rrs, "answer_records", counted)
+    diff = diff_of(1, 2, changes)
+    assert max(decoded, default=0) < 1000
+    assert (diff.removed, diff.added) == (tuple(sorted(removed)), tuple(sorted(added)))
+    assert removed
