@@ -37,6 +37,13 @@ sys.path.insert(0, str(ROOT))  # this checkout's testkit, whatever else is insta
 from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.dnsserver import ServerProcess  # noqa: E402
+from clusterset_dns_testkit.objects import (  # noqa: E402
+    HTTP,
+    cluster_property,
+    endpoint,
+    endpoint_slice,
+    service_import,
+)
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
 
 NS = "locality"
@@ -44,25 +51,12 @@ ZONE = "svc.clusterset.local."
 
 
 def slice_of(name: str, service: str, cluster: str, address: str) -> dict[str, Any]:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": name, "namespace": NS, "labels": {
-                "multicluster.kubernetes.io/service-name": service,
-                "multicluster.kubernetes.io/source-cluster": cluster}},
-            "addressType": "IPv4", "endpoints": [{"addresses": [address]}]}
+    return endpoint_slice(name, service, NS, cluster, endpoints=[endpoint(address)])
 
 
 def headless(name: str, prefer_close: bool) -> dict[str, Any]:
-    spec: dict[str, Any] = {"type": "Headless",
-                            "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
-    if prefer_close:
-        spec["trafficDistribution"] = "PreferClose"
-    return {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-            "metadata": {"name": name, "namespace": NS}, "spec": spec}
-
-
-def cluster_property(value: str) -> dict[str, Any]:
-    return {"apiVersion": "about.k8s.io/v1beta1", "kind": "ClusterProperty",
-            "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": value}}
+    return service_import(name, NS, "Headless", ports=[HTTP],
+                          traffic_distribution="PreferClose" if prefer_close else None)
 
 
 def addresses(server: ServerProcess, name: str) -> set[str]:

@@ -44,33 +44,22 @@ sys.path.insert(0, str(ROOT))
 
 from clusterset_dns_testkit.bench import cli  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI, free_port  # noqa: E402
 
 NS = "storm"
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/storm/endpointslices"
 
 
+def numbered_ports(count: int) -> list[dict[str, Any]]:
+    return [port(8000 + p, "TCP", f"p{p}") for p in range(count)]
+
+
 def big_slice(endpoints: int, ports: int, generation: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": "big-1", "namespace": NS, "labels": {
-            "multicluster.kubernetes.io/service-name": "big",
-            "multicluster.kubernetes.io/source-cluster": "east"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [f"10.{generation % 250}.{i // 250}.{i % 250}"],
-                       "hostname": f"h{i}", "conditions": {"ready": True}}
-                      for i in range(endpoints)],
-        "ports": [{"name": f"p{p}", "protocol": "TCP", "port": 8000 + p} for p in range(ports)],
-    }
-
-
-def service_import(name: str, type_: str, ips: list[str], ports: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {"type": type_, "ports": [
-        {"name": f"p{p}", "protocol": "TCP", "port": 8000 + p} for p in range(ports)]}
-    if ips:
-        spec["ips"] = ips
-    return {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    return endpoint_slice(
+        "big-1", "big", NS, "east", ports=numbered_ports(ports),
+        endpoints=[endpoint(f"10.{generation % 250}.{i // 250}.{i % 250}", hostname=f"h{i}",
+                            ready=True) for i in range(endpoints)])
 
 
 class Writer:
@@ -153,8 +142,8 @@ def main() -> int:
     with KubeAPI() as api:
         api.install_crds(["mcs-api-v0.5.0"])
         api.ensure_namespace(NS)
-        api.apply(service_import("big", "Headless", [], args.ports))
-        api.apply(service_import("quiet", "ClusterSetIP", ["10.99.0.1"], 1))
+        api.apply(service_import("big", NS, "Headless", ports=numbered_ports(args.ports)))
+        api.apply(service_import("quiet", NS, ips=["10.99.0.1"], ports=numbered_ports(1)))
         api.apply(big_slice(args.endpoints, args.ports, 0))
         port, ready = free_port(), free_port()
         log = Path(tempfile.mkdtemp(prefix="storm-")) / "server.log"

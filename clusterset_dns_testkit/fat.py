@@ -11,27 +11,26 @@ import concurrent.futures
 from typing import Any
 
 from clusterset_dns_testkit.bench import procs
+from clusterset_dns_testkit.objects import HTTP, endpoint_slice, ready_endpoints, service_import
 from clusterset_dns_testkit.peers import KubeAPI
 
-V1BETA1 = "multicluster.x-k8s.io/v1beta1"
 SERVICES = 20
 
 
 def fat_slice(namespace: str, i: int, annotation_kib: int, generation: int = 0) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": f"slice-{i}", "namespace": namespace,
-        "labels": {"multicluster.kubernetes.io/service-name": f"svc-{i % SERVICES}",
-                   "multicluster.kubernetes.io/source-cluster": "east"}}
+    obj = endpoint_slice(f"slice-{i}", f"svc-{i % SERVICES}", namespace, "east", ports=[HTTP],
+                         endpoints=ready_endpoints([_address(i, generation)]))
     if annotation_kib:
         # Varied text (not one repeated byte): nothing along the way compresses it away.
         filler = "".join(f"{(i * 7919 + k * 104729 + generation) % 1000003:07d}"
                          for k in range(annotation_kib * 1024 // 7))
-        meta["annotations"] = {"example.com/blob": filler[: annotation_kib * 1024 - 64]}
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": meta,
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [f"10.{generation % 200}.{i // 250}.{i % 250 + 1}"],
-                           "conditions": {"ready": True}}],
-            "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}
+        obj["metadata"]["annotations"] = {
+            "example.com/blob": filler[: annotation_kib * 1024 - 64]}
+    return obj
+
+
+def _address(i: int, generation: int) -> str:
+    return f"10.{generation % 200}.{i // 250}.{i % 250 + 1}"
 
 
 def write_objects(api: KubeAPI, namespace: str, slices: int, annotation_kib: int,
@@ -42,10 +41,7 @@ def write_objects(api: KubeAPI, namespace: str, slices: int, annotation_kib: int
     base = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
     if generation == 0:
         for s in range(SERVICES):
-            api.create({"apiVersion": V1BETA1, "kind": "ServiceImport",
-                        "metadata": {"name": f"svc-{s}", "namespace": namespace},
-                        "spec": {"type": "Headless",
-                                 "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}})
+            api.create(service_import(f"svc-{s}", namespace, "Headless", ports=[HTTP]))
 
     def one(i: int) -> None:
         obj = fat_slice(namespace, i, annotation_kib, generation)
@@ -68,4 +64,4 @@ def memory_kib(pid: int) -> dict[str, int]:
 def last_address(slices: int, generation: int) -> tuple[str, str]:
     """(the name of the last slice's service, the address it has in ``generation``)."""
     i = slices - 1
-    return f"svc-{i % SERVICES}", f"10.{generation % 200}.{i // 250}.{i % 250 + 1}"
+    return f"svc-{i % SERVICES}", _address(i, generation)

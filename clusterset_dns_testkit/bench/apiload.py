@@ -25,6 +25,7 @@ from dnslib import DNSRecord
 from clusterset_dns_testkit.bench.common import REPO
 from clusterset_dns_testkit.bench.procs import tree_memory_mib
 from clusterset_dns_testkit.fat import memory_kib
+from clusterset_dns_testkit.objects import HTTP, endpoint, endpoint_slice, service_import
 from clusterset_dns_testkit.peers import CoreDNS, KubeAPI, free_port, kubernetes_corefile
 
 IMPORTS = "/apis/multicluster.x-k8s.io/v1beta1/namespaces/{ns}/serviceimports"
@@ -77,30 +78,18 @@ def objects(imports: int, headless: int, endpoints: int) -> list[tuple[str, dict
     out: list[tuple[str, dict[str, Any]]] = []
     for i in range(imports):
         ns = f"ns-{i % NAMESPACES}"
-        out.append((IMPORTS.format(ns=ns), {
-            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-            "metadata": {"name": f"svc-{i}", "namespace": ns},
-            "spec": {"type": "ClusterSetIP", "ips": [ip4(i)],
-                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}))
+        out.append((IMPORTS.format(ns=ns), service_import(f"svc-{i}", ns, ips=[ip4(i)],
+                                                          ports=[HTTP])))
     for h in range(headless):
         ns = f"ns-{h % NAMESPACES}"
-        out.append((IMPORTS.format(ns=ns), {
-            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-            "metadata": {"name": f"hl-{h}", "namespace": ns},
-            "spec": {"type": "Headless",
-                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}))
+        out.append((IMPORTS.format(ns=ns), service_import(f"hl-{h}", ns, "Headless",
+                                                          ports=[HTTP])))
         for start in range(0, endpoints, 100):
             cluster = f"cluster-{(start // 100) % 2}"
-            eps = [{"addresses": [ip4(h * endpoints + e, 11)], "hostname": f"pod-{e}",
-                    "conditions": {"ready": True}}
+            eps = [endpoint(ip4(h * endpoints + e, 11), hostname=f"pod-{e}", ready=True)
                    for e in range(start, min(start + 100, endpoints))]
-            out.append((SLICES.format(ns=ns), {
-                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": f"hl-{h}-{start}", "namespace": ns, "labels": {
-                    "multicluster.kubernetes.io/service-name": f"hl-{h}",
-                    "multicluster.kubernetes.io/source-cluster": cluster}},
-                "addressType": "IPv4", "endpoints": eps,
-                "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}))
+            out.append((SLICES.format(ns=ns), endpoint_slice(
+                f"hl-{h}-{start}", f"hl-{h}", ns, cluster, endpoints=eps, ports=[HTTP])))
     return out
 
 

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, service_import
+
 QTYPES = {"A": 1, "AAAA": 28, "SRV": 33, "TXT": 16, "SOA": 6, "NS": 2}
 EDNS_UDP_SIZE = 1232
 MAX_ENDPOINTS_PER_SLICE = 100  # the EndpointSlice controller's default
@@ -146,56 +148,20 @@ class Dataset:
     def objects(self) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
         for s in self.services:
-            items.append(
-                {
-                    "apiVersion": "multicluster.x-k8s.io/v1beta1",
-                    "kind": "ServiceImport",
-                    "metadata": {"name": s.name, "namespace": s.namespace},
-                    "spec": {
-                        "type": "ClusterSetIP",
-                        "ips": [s.ipv4, s.ipv6],
-                        "ipFamilies": ["IPv4", "IPv6"],
-                        "ports": SVC_PORTS,
-                    },
-                }
-            )
+            imp = service_import(s.name, s.namespace, ips=[s.ipv4, s.ipv6], ports=SVC_PORTS)
+            imp["spec"]["ipFamilies"] = ["IPv4", "IPv6"]
+            items.append(imp)
         for h in self.headless_services:
-            items.append(
-                {
-                    "apiVersion": "multicluster.x-k8s.io/v1beta1",
-                    "kind": "ServiceImport",
-                    "metadata": {"name": h.name, "namespace": h.namespace},
-                    "spec": {"type": "Headless", "ports": HEADLESS_PORTS},
-                }
-            )
+            items.append(service_import(h.name, h.namespace, "Headless", ports=HEADLESS_PORTS))
             for cluster, eps in h.clusters.items():
                 for n in range(0, len(eps), MAX_ENDPOINTS_PER_SLICE):
                     chunk = eps[n : n + MAX_ENDPOINTS_PER_SLICE]
-                    items.append(
-                        {
-                            "apiVersion": "discovery.k8s.io/v1",
-                            "kind": "EndpointSlice",
-                            "metadata": {
-                                "name": f"{h.name}-{cluster}-{n // MAX_ENDPOINTS_PER_SLICE}",
-                                "namespace": h.namespace,
-                                "labels": {
-                                    "multicluster.kubernetes.io/service-name": h.name,
-                                    "multicluster.kubernetes.io/source-cluster": cluster,
-                                    "endpointslice.kubernetes.io/managed-by": "bench-gen",
-                                },
-                            },
-                            "addressType": "IPv4",
-                            "endpoints": [
-                                {
-                                    "addresses": [ep.address],
-                                    "hostname": ep.hostname,
-                                    "conditions": {"ready": True},
-                                }
-                                for ep in chunk
-                            ],
-                            "ports": HEADLESS_PORTS,
-                        }
-                    )
+                    items.append(endpoint_slice(
+                        f"{h.name}-{cluster}-{n // MAX_ENDPOINTS_PER_SLICE}", h.name,
+                        h.namespace, cluster, ports=HEADLESS_PORTS,
+                        endpoints=[endpoint(ep.address, hostname=ep.hostname, ready=True)
+                                   for ep in chunk],
+                        labels={"endpointslice.kubernetes.io/managed-by": "bench-gen"}))
         return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
 
     # ---- queries ----------------------------------------------------------

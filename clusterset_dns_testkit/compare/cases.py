@@ -5,12 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clusterset_dns_testkit.compare.common import (
-    SERVICE_NAME_LABEL,
-    SOURCE_CLUSTER_LABEL,
-    ZONE,
-    JSONObj,
-)
+from clusterset_dns_testkit.compare.common import ZONE, JSONObj
+from clusterset_dns_testkit.objects import SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL
 
 
 @dataclass(frozen=True)

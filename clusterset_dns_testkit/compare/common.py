@@ -13,8 +13,6 @@ OBJECTS = REPO / "tests" / "conformance" / "objects"
 API_OBJECT_PATHS = (OBJECTS / "00-namespaces.yaml", OBJECTS / "core", OBJECTS / "extended")
 REPORT = REPO / "docs" / "coredns-comparison.md"
 MCS_CRDS = "mcs-api-v0.5.0"
-SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
-SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 EDNS_PAYLOAD = 1232
 
 JSONObj = dict[str, Any]

@@ -16,6 +16,13 @@ from typing import Any
 import pytest
 
 from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster
+from clusterset_dns_testkit.objects import (
+    HTTP,
+    cluster_property,
+    endpoint,
+    endpoint_slice,
+    service_import,
+)
 
 from .clusterlib import (
     APP,
@@ -124,25 +131,16 @@ def _node_objects(node: str) -> list[dict[str, Any]]:
     """A StatefulSet-like import in clusters east (a pod on this node, one on another
     node) and west (a pod on a node of the same name: other clusters never match)."""
     def piece(cluster: str, endpoints: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": f"{NODE_SVC}-{cluster}", "namespace": NODE_NS,
-                             "labels": {"multicluster.kubernetes.io/service-name": NODE_SVC,
-                                        "multicluster.kubernetes.io/source-cluster": cluster}},
-                "addressType": "IPv4",
-                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-                "endpoints": endpoints}
+        return endpoint_slice(f"{NODE_SVC}-{cluster}", NODE_SVC, NODE_NS, cluster,
+                              endpoints=endpoints, ports=[HTTP])
 
     return [
-        {"apiVersion": "about.k8s.io/v1beta1", "kind": "ClusterProperty",
-         "metadata": {"name": PROPERTY}, "spec": {"value": "east"}},
-        {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-         "metadata": {"name": NODE_SVC, "namespace": NODE_NS},
-         "spec": {"type": "Headless", "trafficDistribution": "PreferSameNode",
-                  "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}},
-        piece("east", [
-            {"addresses": ["10.77.0.1"], "hostname": "app-0", "nodeName": "elsewhere"},
-            {"addresses": ["10.77.0.2"], "hostname": "app-1", "nodeName": node}]),
-        piece("west", [{"addresses": ["10.77.1.1"], "hostname": "app-0", "nodeName": node}]),
+        cluster_property("east", PROPERTY),
+        service_import(NODE_SVC, NODE_NS, "Headless", ports=[HTTP],
+                       traffic_distribution="PreferSameNode"),
+        piece("east", [endpoint("10.77.0.1", hostname="app-0", node="elsewhere"),
+                       endpoint("10.77.0.2", hostname="app-1", node=node)]),
+        piece("west", [endpoint("10.77.1.1", hostname="app-0", node=node)]),
     ]
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from clusterset_dns_testkit.cluster import Cluster, write_kubeconfig
 from clusterset_dns_testkit.dnsserver import metric_sum
+from clusterset_dns_testkit.objects import HTTP, service_import
 
 from .clusterlib import (
     APP,
@@ -94,10 +95,7 @@ def test_client_pod_nxdomain_through_cluster_coredns(client: Client,
 def test_api_changes_reach_the_client_within_ttl_plus_one_second(
         cluster: Cluster, client: Client, forward_target: Installed) -> None:
     name = svc("moving")
-    imp = {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-           "metadata": {"name": "moving", "namespace": "conf"},
-           "spec": {"type": "ClusterSetIP", "ips": ["10.42.7.1"],
-                    "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
+    imp = service_import("moving", "conf", ips=["10.42.7.1"], ports=[HTTP])
     # a negative answer first, as a real client would have cached it
     assert client.dig(CLUSTER_DNS_IP, name, "A")[0] == "NXDOMAIN"
     delays = {}
@@ -230,14 +228,8 @@ def test_client_pod_reads_why_an_answer_is_empty(
     of our Service. (Through the cluster CoreDNS the option is dropped by its `cache`
     plugin: docs/dns-behaviour.md §3.8.)"""
     imports = [
-        {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-         "metadata": {"name": "ede-v4", "namespace": "conf"},
-         "spec": {"type": "ClusterSetIP", "ips": ["10.42.8.1"],
-                  "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}},
-        {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-         "metadata": {"name": "ede-wait", "namespace": "conf"},
-         "spec": {"type": "Headless",
-                  "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}},
+        service_import("ede-v4", "conf", ips=["10.42.8.1"], ports=[HTTP]),
+        service_import("ede-wait", "conf", "Headless", ports=[HTTP]),
     ]
     want = {
         (svc("ede-v4"), "AAAA"): (

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterset_dns_testkit.objects import HTTP, endpoint, endpoint_slice, service_import
+
 from .csdns_testlib import (
     ZONE,
     DigResult,
@@ -34,12 +36,11 @@ def name(*labels: str) -> str:
 
 
 def imp(svc: str, kind: str = "Headless", ips: list[str] | None = None,
-        status: dict[str, object] | None = None, **spec: object) -> dict[str, object]:
-    body: dict[str, object] = {
-        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-        "metadata": {"name": svc, "namespace": NS},
-        "spec": {"type": kind, "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-                 **({"ips": ips} if ips else {}), **spec}}
+        status: dict[str, object] | None = None,
+        traffic_distribution: str | None = None) -> dict[str, object]:
+    """The import in the spec layout; ``status`` is written beside it (its conditions)."""
+    body = service_import(svc, NS, kind, ips=ips or None, ports=[HTTP],
+                          traffic_distribution=traffic_distribution)
     if status is not None:
         body["status"] = status
     return body
@@ -47,21 +48,11 @@ def imp(svc: str, kind: str = "Headless", ips: list[str] | None = None,
 
 def piece(slice_name: str, svc: str, cluster: str, endpoints: list[dict[str, object]],
           address_type: str = "IPv4") -> dict[str, object]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-        "metadata": {"name": slice_name, "namespace": NS, "labels": {
-            "multicluster.kubernetes.io/service-name": svc,
-            "multicluster.kubernetes.io/source-cluster": cluster}},
-        "addressType": address_type,
-        "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-        "endpoints": endpoints}
+    return endpoint_slice(slice_name, svc, NS, cluster, address_type, endpoints, [HTTP])
 
 
 def ep(address: str, ready: bool = True, hostname: str | None = None) -> dict[str, object]:
-    out: dict[str, object] = {"addresses": [address], "conditions": {"ready": ready}}
-    if hostname:
-        out["hostname"] = hostname
-    return out
+    return endpoint(address, hostname=hostname, ready=ready)
 
 
 OBJECTS: list[dict[str, object]] = [
@@ -83,7 +74,7 @@ OBJECTS: list[dict[str, object]] = [
     # no usable IP
     imp("noip", "ClusterSetIP"),
     # local-first: with --cluster-id east, west's endpoints rank lower (explain shows it)
-    imp("near", trafficDistribution="PreferClose"),
+    imp("near", traffic_distribution="PreferClose"),
     piece("near-east", "near", "east", [ep("10.60.5.1")]),
     piece("near-west", "near", "west", [ep("10.60.6.1", hostname="w-0")]),
 ]

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from clusterset_dns_testkit.objects import HTTP, endpoint, endpoint_slice, port, service_import
+
 from .csdns_testlib import (
     Dig,
     DigResult,
@@ -35,36 +37,20 @@ GLUE_COUNT = 16  # 16 SRV records fit 1,232 bytes; with 16 A records of glue the
 PORT63 = "p" * 63
 
 
-def _import(name: str, fields: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
-            "metadata": {"name": name, "namespace": NS}, "spec": fields}
-
-
-def _slice(name: str, service: str, endpoints: list[dict[str, Any]],
-           ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": name, "namespace": NS, "labels": {
-                "multicluster.kubernetes.io/service-name": service,
-                "multicluster.kubernetes.io/source-cluster": "east"}},
-            "addressType": "IPv4", "endpoints": endpoints, "ports": ports or []}
-
-
 def _addresses(prefix: str, count: int) -> list[str]:
     return [f"{prefix}.{i // 250}.{i % 250 + 1}" for i in range(count)]
 
 
 def objects() -> list[dict[str, Any]]:
-    http = [{"name": "http", "protocol": "TCP", "port": 80}]
     return [
-        _import("huge", {"type": "Headless"}),
-        _slice("huge-east", "huge", [{"addresses": [ip]} for ip in _addresses("10.60",
-                                                                                HUGE_COUNT)]),
-        _import("glue", {"type": "Headless", "ports": http}),
-        _slice("glue-east", "glue", [{"addresses": [ip]} for ip in _addresses("10.61",
-                                                                                GLUE_COUNT)],
-               http),
-        _import("longport", {"type": "ClusterSetIP", "ips": ["10.62.0.1"], "ports": [
-            {"name": PORT63, "protocol": "TCP", "port": 8080}, *http]}),
+        service_import("huge", NS, "Headless"),
+        endpoint_slice("huge-east", "huge", NS, "east", ports=[], endpoints=[
+            endpoint(ip) for ip in _addresses("10.60", HUGE_COUNT)]),
+        service_import("glue", NS, "Headless", ports=[HTTP]),
+        endpoint_slice("glue-east", "glue", NS, "east", ports=[HTTP], endpoints=[
+            endpoint(ip) for ip in _addresses("10.61", GLUE_COUNT)]),
+        service_import("longport", NS, ips=["10.62.0.1"],
+                       ports=[port(8080, "TCP", PORT63), HTTP]),
     ]
 
 

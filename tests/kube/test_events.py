@@ -9,9 +9,8 @@ import time
 from typing import Any
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for
+from clusterset_dns_testkit.objects import HTTP, V1BETA1, service_import
 from clusterset_dns_testkit.peers import KubeAPI
-
-from .objects import V1BETA1, service_import
 
 LEASE = "clusterset-dns-events"
 
@@ -28,9 +27,9 @@ def holder(api: KubeAPI, namespace: str) -> str:
 
 def test_one_replica_writes_one_event(api: KubeAPI, namespace: str,
                                       server_for: type[ServerProcess]) -> None:
-    created = api.apply(service_import("web.v2", namespace, type_="Headless"))
+    created = api.apply(service_import("web.v2", namespace, ports=[HTTP], type_="Headless"))
     uid = created["metadata"]["uid"]
-    api.apply(service_import("ok", namespace, ips=["10.40.0.1"]))
+    api.apply(service_import("ok", namespace, ports=[HTTP], ips=["10.40.0.1"]))
     servers = [server_for("--events", "--events-namespace", namespace, "--namespace",
                           namespace).start() for _ in range(3)]
     for server in servers:

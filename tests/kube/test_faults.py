@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.objects import HTTP, V1BETA1, service_import
 from clusterset_dns_testkit.peers import KubeAPI
 
-from .objects import V1BETA1, a, fqdn, service_import
+from .names import a, fqdn
 
 
 class KeepAlive:
@@ -60,8 +61,8 @@ def pause_guard(api: KubeAPI) -> Iterator[None]:
 
 def test_etcd_killed_and_restarted_under_the_api_server(
         api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
-    api.apply(service_import("steady", namespace, ips=["10.90.0.1"]))
-    api.apply(service_import("moves", namespace, ips=["10.90.0.2"]))
+    api.apply(service_import("steady", namespace, ports=[HTTP], ips=["10.90.0.1"]))
+    api.apply(service_import("moves", namespace, ports=[HTTP], ips=["10.90.0.2"]))
     server = server_for().start()
     server.wait_ready()
     steady, moves = fqdn("steady", namespace), fqdn("moves", namespace)
@@ -83,7 +84,7 @@ def test_etcd_killed_and_restarted_under_the_api_server(
 
 def _writes(api: KubeAPI, namespace: str) -> bool:
     try:
-        api.apply(service_import("moves", namespace, ips=["10.90.0.22"]))
+        api.apply(service_import("moves", namespace, ports=[HTTP], ips=["10.90.0.22"]))
         return True
     except Exception:  # any failure here means "not yet"
         return False
@@ -95,7 +96,7 @@ def test_paused_api_server_stalls_the_watch_and_the_inactivity_timeout_recovers_
     """SIGSTOP: the connection stays open and nothing arrives, no error, no end. The
     inactivity timeout drops the stream; once the API server runs again (SIGCONT) the
     changes made meanwhile (through a second API server on the same etcd) arrive."""
-    api.apply(service_import("paused", namespace, ips=["10.91.0.1"]))
+    api.apply(service_import("paused", namespace, ports=[HTTP], ips=["10.91.0.1"]))
     server = server_for("--inactivity-timeout", "2").start()
     server.wait_ready()
     paused = fqdn("paused", namespace)
@@ -103,8 +104,8 @@ def test_paused_api_server_stalls_the_watch_and_the_inactivity_timeout_recovers_
     os.kill(api.apiserver.pid, signal.SIGSTOP)
     try:
         second = api.start_second()
-        second.apply(service_import("paused", namespace, ips=["10.91.0.2"]))
-        second.apply(service_import("born", namespace, ips=["10.91.0.3"]))
+        second.apply(service_import("paused", namespace, ports=[HTTP], ips=["10.91.0.2"]))
+        second.apply(service_import("born", namespace, ports=[HTTP], ips=["10.91.0.3"]))
         second.stop()
         wait_for(lambda: server.metric("clusterset_dns_watch_restarts_total",
                                        reason="inactive") >= 1, 30,
@@ -138,8 +139,8 @@ def test_a_burst_of_10000_updates_keeps_answers_consistent_per_name(
     never goes back to an older version, the unrelated name always answers, and the
     end state is the last version of each."""
     for i in range(BURST_NAMES):
-        api.apply(service_import(f"b{i}", namespace, ips=[_version_ip(i, 0)]))
-    api.apply(service_import("quiet", namespace, ips=["10.99.0.1"]))
+        api.apply(service_import(f"b{i}", namespace, ports=[HTTP], ips=[_version_ip(i, 0)]))
+    api.apply(service_import("quiet", namespace, ports=[HTTP], ips=["10.99.0.1"]))
     server = server_for().start()
     server.wait_ready()
     names = [fqdn(f"b{i}", namespace) for i in range(BURST_NAMES)]
@@ -199,8 +200,8 @@ def test_resource_version_going_back_is_detected_and_relisted(
     """etcd restored from a backup taken earlier: its revision (the resourceVersion)
     is now lower than the one the server resumes from. Without detection the watch
     waits for that revision in silence and serves what the backup no longer has."""
-    api.apply(service_import("old", namespace, ips=["10.92.0.1"]))
-    api.apply(service_import("dropped-later", namespace, ips=["10.92.0.2"]))
+    api.apply(service_import("old", namespace, ports=[HTTP], ips=["10.92.0.1"]))
+    api.apply(service_import("dropped-later", namespace, ports=[HTTP], ips=["10.92.0.2"]))
     assert api.etcd is not None
     backup = Path(api.dir) / "etcd-backup"
     api.etcd.stop()  # a consistent copy of the data directory needs etcd stopped
@@ -211,7 +212,7 @@ def test_resource_version_going_back_is_detected_and_relisted(
     server.wait_ready()
     # Written after the backup: many revisions, so the restored one is far behind ours.
     for i in range(30):
-        api.apply(service_import("later", namespace, ips=[f"10.92.1.{i + 1}"]))
+        api.apply(service_import("later", namespace, ports=[HTTP], ips=[f"10.92.1.{i + 1}"]))
     api.delete(V1BETA1, "ServiceImport", namespace, "dropped-later")
     later, dropped, old = (fqdn(n, namespace) for n in ("later", "dropped-later", "old"))
     expect(server, later, "A", "NOERROR", a(later, "10.92.1.30"), timeout=30)
@@ -235,7 +236,7 @@ def test_periodic_relist_repairs_what_the_watch_cannot_see(
     its revision is past ours: the resourceVersion check passes, and the resumed watch
     delivers only the writes after our version, never the restore's differences. Only
     the periodic relist finds them."""
-    api.apply(service_import("kept", namespace, ips=["10.94.0.1"]))
+    api.apply(service_import("kept", namespace, ports=[HTTP], ips=["10.94.0.1"]))
     assert api.etcd is not None
     backup = Path(api.dir) / "etcd-backup-drift"
     api.etcd.stop()
@@ -246,7 +247,7 @@ def test_periodic_relist_repairs_what_the_watch_cannot_see(
     server.wait_ready()
     ghost, kept = fqdn("ghost", namespace), fqdn("kept", namespace)
     for i in range(10):  # after the backup: the restore takes these away
-        api.apply(service_import("ghost", namespace, ips=[f"10.94.1.{i + 1}"]))
+        api.apply(service_import("ghost", namespace, ports=[HTTP], ips=[f"10.94.1.{i + 1}"]))
     expect(server, ghost, "A", "NOERROR", a(ghost, "10.94.1.10"), timeout=30)
     # Read before the API server goes away: once it is back, the overdue periodic relist
     # may run (and count the drift) before this test could read the metric.
@@ -258,7 +259,8 @@ def test_periodic_relist_repairs_what_the_watch_cannot_see(
     second = api.start_second()  # starts etcd too; the first API server stays down
     try:
         for i in range(40):  # past the revision the server resumes from
-            second.apply(service_import("filler", namespace, ips=[f"10.94.2.{i + 1}"]))
+            second.apply(service_import("filler", namespace, ports=[HTTP],
+                                        ips=[f"10.94.2.{i + 1}"]))
     finally:
         second.stop()
     api.start()
@@ -289,7 +291,7 @@ def _children(pid: int) -> list[int]:
 
 def test_a_killed_worker_is_restarted_and_answers_current_data(
         api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
-    api.apply(service_import("w", namespace, ips=["10.93.0.1"]))
+    api.apply(service_import("w", namespace, ports=[HTTP], ips=["10.93.0.1"]))
     server = server_for("--workers", "2").start()
     server.wait_ready()
     assert server.proc is not None
@@ -297,7 +299,7 @@ def test_a_killed_worker_is_restarted_and_answers_current_data(
     w = fqdn("w", namespace)
     os.kill(worker, signal.SIGKILL)
     wait_for(lambda: server.ready_status() == 503, 10, "/ready to report the missing worker")
-    api.apply(service_import("w", namespace, ips=["10.93.0.2"]))  # while it is away
+    api.apply(service_import("w", namespace, ports=[HTTP], ips=["10.93.0.2"]))  # while it is away
     wait_for(lambda: server.ready_status() == 200, 60, "/ready once the worker is back")
     (new_worker,) = _children(server.proc.pid)
     assert new_worker != worker

@@ -16,41 +16,47 @@ import pytest
 import yaml
 
 from clusterset_dns_testkit.dnsserver import REPO, ServerProcess, expect, wait_for
+from clusterset_dns_testkit.objects import (
+    ABOUT_V1ALPHA1,
+    ABOUT_V1BETA1,
+    CLUSTER_ID,
+    HTTP,
+    V1BETA1,
+    cluster_property,
+    endpoint_slice,
+    ready_endpoints,
+    service_import,
+)
 from clusterset_dns_testkit.peers import KubeAPI
 
-from .objects import V1BETA1, a, endpoint_slice, fqdn, service_import
+from .names import a, fqdn
 
-ABOUT = "about.k8s.io/v1beta1"
 CRD = "clusterproperties.about.k8s.io"
-PROPERTY = "cluster.clusterset.k8s.io"
 
 
 OLD_PROPERTY = "id.k8s.io"  # the name the MCS DNS specification still uses
 
 
-def cluster_property(value: str, name: str = PROPERTY, api: str = ABOUT) -> dict[str, Any]:
-    return {"apiVersion": api, "kind": "ClusterProperty", "metadata": {"name": name},
-            "spec": {"value": value}}
-
-
 def near(namespace: str, prefer_close: bool) -> dict[str, Any]:
-    obj = service_import("near", namespace, type_="Headless")
+    obj = service_import("near", namespace, ports=[HTTP], type_="Headless")
     if prefer_close:
         obj["spec"]["trafficDistribution"] = "PreferClose"
     return obj
 
 
 def two_clusters(api: KubeAPI, namespace: str) -> None:
-    api.apply(endpoint_slice("near-east", namespace, "near", "east", ["10.30.0.1"]))
-    api.apply(endpoint_slice("near-west", namespace, "near", "west", ["10.30.1.1"]))
+    api.apply(endpoint_slice("near-east", "near", namespace, "east",
+                             endpoints=ready_endpoints(["10.30.0.1"]), ports=[HTTP]))
+    api.apply(endpoint_slice("near-west", "near", namespace, "west",
+                             endpoints=ready_endpoints(["10.30.1.1"]), ports=[HTTP]))
 
 
 @pytest.fixture
 def about_api(api: KubeAPI) -> Iterator[KubeAPI]:
     api.install_crds(["about-api"])
     yield api
-    api.delete(ABOUT, "ClusterProperty", None, PROPERTY)
-    api.delete(ABOUT, "ClusterProperty", None, OLD_PROPERTY)
+    api.delete(ABOUT_V1BETA1, "ClusterProperty", None, CLUSTER_ID)
+    api.delete(ABOUT_V1BETA1, "ClusterProperty", None, OLD_PROPERTY)
 
 
 def test_without_the_crd_nothing_changes_and_nothing_is_repeated(
@@ -93,12 +99,13 @@ def test_cluster_property_created_changed_deleted_at_run_time(
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
     assert server.metric("clusterset_dns_invalid_objects_total", kind="ClusterProperty") == 1
     # The local cluster has nothing ready: every cluster's endpoints.
-    api.apply(endpoint_slice("near-west", namespace, "near", "west", ["10.30.1.1"],
-                             ready=[False]))
+    api.apply(endpoint_slice("near-west", "near", namespace, "west",
+                             endpoints=ready_endpoints(["10.30.1.1"], ready=[False]), ports=[HTTP]))
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1"))
-    api.apply(endpoint_slice("near-west", namespace, "near", "west", ["10.30.1.1"]))
+    api.apply(endpoint_slice("near-west", "near", namespace, "west",
+                             endpoints=ready_endpoints(["10.30.1.1"]), ports=[HTTP]))
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
-    api.delete(ABOUT, "ClusterProperty", None, PROPERTY)
+    api.delete(ABOUT_V1BETA1, "ClusterProperty", None, CLUSTER_ID)
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1", "10.30.1.1"))
 
 
@@ -112,14 +119,14 @@ def test_both_property_names_in_both_versions(
     name = fqdn("near", namespace)
     api.apply(near(namespace, prefer_close=True))
     two_clusters(api, namespace)
-    api.apply(cluster_property("west", OLD_PROPERTY, "about.k8s.io/v1alpha1"))
+    api.apply(cluster_property("west", OLD_PROPERTY, ABOUT_V1ALPHA1))
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
     api.apply(cluster_property("east"))
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1"))
-    api.apply(cluster_property("north", OLD_PROPERTY, "about.k8s.io/v1alpha1"))
+    api.apply(cluster_property("north", OLD_PROPERTY, ABOUT_V1ALPHA1))
     api.apply(cluster_property("west"))  # a later change of the winner still counts
     expect(server, name, "A", "NOERROR", a(name, "10.30.1.1"))
-    api.delete(ABOUT, "ClusterProperty", None, PROPERTY)
+    api.delete(ABOUT_V1BETA1, "ClusterProperty", None, CLUSTER_ID)
     # north has no slices: no preference can apply, every cluster's endpoints
     expect(server, name, "A", "NOERROR", a(name, "10.30.0.1", "10.30.1.1"))
     api.apply(cluster_property("east", OLD_PROPERTY))
@@ -166,12 +173,13 @@ def test_topology_zone_from_the_node_label(
         server.wait_ready()
         name = fqdn("near", namespace)
         api.apply(near(namespace, prefer_close=True))
-        east = endpoint_slice("near-east", namespace, "near", "east",
-                              ["10.30.0.1", "10.30.0.2"])
+        east = endpoint_slice("near-east", "near", namespace, "east",
+                              endpoints=ready_endpoints(["10.30.0.1", "10.30.0.2"]), ports=[HTTP])
         for endpoint, zone in zip(east["endpoints"], ("zone-a", "zone-b"), strict=True):
             endpoint["zone"] = zone
         api.apply(east)
-        api.apply(endpoint_slice("near-west", namespace, "near", "west", ["10.30.1.1"]))
+        api.apply(endpoint_slice("near-west", "near", namespace, "west",
+                                 endpoints=ready_endpoints(["10.30.1.1"]), ports=[HTTP]))
         expect(server, name, "A", "NOERROR", a(name, "10.30.0.2"))
         # zone-b's endpoint is not ready: the whole local cluster.
         east["endpoints"][1]["conditions"]["ready"] = False

@@ -10,9 +10,10 @@ import dns.query
 import dns.rcode
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.objects import HTTP, endpoint_slice, ready_endpoints, service_import
 from clusterset_dns_testkit.peers import KubeAPI
 
-from .objects import a, endpoint_slice, fqdn, service_import
+from .names import a, fqdn
 
 TRIGGER = "endpoints.kubernetes.io/last-change-trigger-time"
 HISTOGRAM = "clusterset_dns_dns_programming_duration_seconds"
@@ -26,13 +27,15 @@ def test_programming_duration_from_the_trigger_time(api: KubeAPI, namespace: str
     server = server_for().start()
     server.wait_ready()
     db = fqdn("db", namespace)
-    api.apply(service_import("db", namespace, type_="Headless"))
-    plain = endpoint_slice("db-plain", namespace, "db", "east", ["10.30.0.9"])
+    api.apply(service_import("db", namespace, ports=[HTTP], type_="Headless"))
+    plain = endpoint_slice("db-plain", "db", namespace, "east",
+                           endpoints=ready_endpoints(["10.30.0.9"]), ports=[HTTP])
     api.apply(plain)
     expect(server, db, "A", "NOERROR", a(db, "10.30.0.9"))
     assert server.metric(f"{HISTOGRAM}_count") == 0
     started = time.time()
-    piece = endpoint_slice("db-east", namespace, "db", "east", ["10.30.0.1"])
+    piece = endpoint_slice("db-east", "db", namespace, "east",
+                           endpoints=ready_endpoints(["10.30.0.1"]), ports=[HTTP])
     piece["metadata"]["annotations"] = {
         TRIGGER: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started - 30))}
     api.apply(piece)
@@ -56,10 +59,10 @@ def test_imports_by_state_requests_and_ede(api: KubeAPI, namespace: str,
                                            server_for: type[ServerProcess]) -> None:
     server = server_for("--namespace", namespace).start()  # other tests' imports stay out
     server.wait_ready()
-    api.apply(service_import("up", namespace, ips=["10.31.0.1"]))
-    api.apply(service_import("down", namespace, type_="Headless"))
-    api.apply(endpoint_slice("down-east", namespace, "down", "east", ["10.31.1.1"],
-                             ready=[False]))
+    api.apply(service_import("up", namespace, ports=[HTTP], ips=["10.31.0.1"]))
+    api.apply(service_import("down", namespace, ports=[HTTP], type_="Headless"))
+    api.apply(endpoint_slice("down-east", "down", namespace, "east",
+                             endpoints=ready_endpoints(["10.31.1.1"], ready=[False]), ports=[HTTP]))
     up, down = fqdn("up", namespace), fqdn("down", namespace)
     expect(server, up, "A", "NOERROR", a(up, "10.31.0.1"))
     wait_for(lambda: server.metric("clusterset_dns_imports", state="no_endpoint") == 1, 10,

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, expect
+from clusterset_dns_testkit.objects import HTTP, service_import
 from clusterset_dns_testkit.peers import KubeAPI
 
-from .objects import a, fqdn, service_import
+from .names import a, fqdn
 
 
 class ConnectProxy(socketserver.ThreadingTCPServer):
@@ -91,7 +92,7 @@ def _clear_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def _serves(api: KubeAPI, namespace: str, server: ServerProcess) -> None:
     server.wait_ready()
     web = fqdn("web", namespace)
-    api.apply(service_import("web", namespace, ips=["10.40.0.1"]))
+    api.apply(service_import("web", namespace, ports=[HTTP], ips=["10.40.0.1"]))
     expect(server, web, "A", "NOERROR", a(web, "10.40.0.1"))  # the watch, too
 
 

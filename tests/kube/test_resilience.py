@@ -9,26 +9,35 @@ from pathlib import Path
 import yaml
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.objects import (
+    HTTP,
+    V1BETA1,
+    endpoint_slice,
+    ready_endpoints,
+    service_import,
+)
 from clusterset_dns_testkit.peers import KubeAPI
 
-from .objects import V1BETA1, a, endpoint_slice, fqdn, service_import
+from .names import a, fqdn
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _seed(api: KubeAPI, namespace: str) -> None:
-    api.apply(service_import("keep", namespace, ips=["10.70.0.1"]))
-    api.apply(service_import("change", namespace, ips=["10.70.0.2"]))
-    api.apply(service_import("drop", namespace, ips=["10.70.0.3"]))
-    api.apply(service_import("hl", namespace, type_="Headless"))
-    api.apply(endpoint_slice("hl-1", namespace, "hl", "east", ["10.70.1.1", "10.70.1.2"]))
+    api.apply(service_import("keep", namespace, ports=[HTTP], ips=["10.70.0.1"]))
+    api.apply(service_import("change", namespace, ports=[HTTP], ips=["10.70.0.2"]))
+    api.apply(service_import("drop", namespace, ports=[HTTP], ips=["10.70.0.3"]))
+    api.apply(service_import("hl", namespace, ports=[HTTP], type_="Headless"))
+    api.apply(endpoint_slice("hl-1", "hl", namespace, "east",
+                             endpoints=ready_endpoints(["10.70.1.1", "10.70.1.2"]), ports=[HTTP]))
 
 
 def _changes_through(client: KubeAPI, namespace: str) -> None:
-    client.apply(service_import("change", namespace, ips=["10.70.0.22"]))
+    client.apply(service_import("change", namespace, ports=[HTTP], ips=["10.70.0.22"]))
     client.delete(V1BETA1, "ServiceImport", namespace, "drop")
-    client.apply(service_import("new", namespace, ips=["10.70.0.4"]))
-    client.apply(endpoint_slice("hl-1", namespace, "hl", "east", ["10.70.1.1"]))
+    client.apply(service_import("new", namespace, ports=[HTTP], ips=["10.70.0.4"]))
+    client.apply(endpoint_slice("hl-1", "hl", namespace, "east",
+                                endpoints=ready_endpoints(["10.70.1.1"]), ports=[HTTP]))
 
 
 def _outage(api: KubeAPI, server: ServerProcess, namespace: str, compact: bool) -> None:
@@ -83,7 +92,7 @@ def test_410_gone_relists_and_removes_what_vanished(
 
 def test_servfail_and_not_ready_until_first_sync(
         api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
-    api.apply(service_import("there", namespace, ips=["10.71.0.1"]))
+    api.apply(service_import("there", namespace, ports=[HTTP], ips=["10.71.0.1"]))
     api.stop()
     try:
         server = server_for("--startup-timeout", "1").start()
@@ -103,7 +112,7 @@ def test_deploy_rbac_is_enough_and_errors_are_retried(
         api: KubeAPI, namespace: str, server_for: type[ServerProcess]) -> None:
     """The server runs with only deploy/base/rbac.yaml's rights: before they are granted it
     retries (never ready, never NXDOMAIN); once granted it syncs by itself."""
-    api.apply(service_import("rbac", namespace, ips=["10.72.0.1"]))
+    api.apply(service_import("rbac", namespace, ports=[HTTP], ips=["10.72.0.1"]))
     server = server_for("--startup-timeout", "1", kubeconfig=api.reader_kubeconfig).start()
     server.wait_listening()
     time.sleep(0.5)

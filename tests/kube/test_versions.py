@@ -10,9 +10,17 @@ import pytest
 import yaml
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, expect, wait_for
+from clusterset_dns_testkit.objects import (
+    HTTP,
+    V1ALPHA1,
+    V1ALPHA2,
+    endpoint_slice,
+    ready_endpoints,
+    service_import,
+)
 from clusterset_dns_testkit.peers import KubeAPI, crd_path
 
-from .objects import V1ALPHA1, V1ALPHA2, a, endpoint_slice, fqdn, service_import
+from .names import a, fqdn
 
 
 @pytest.fixture
@@ -25,7 +33,8 @@ def crd_variant(api: KubeAPI) -> Iterator[object]:
 def test_mcs_api_v041_v1alpha1_only(api: KubeAPI, namespace: str, crd_variant: object,
                                     server_for: type[ServerProcess]) -> None:
     crd_variant("mcs-api-v0.4.1")  # type: ignore[operator]
-    api.apply(service_import("web", namespace, ips=["10.80.0.1"], api_version=V1ALPHA1))
+    api.apply(service_import("web", namespace, ports=[HTTP], ips=["10.80.0.1"],
+                             api_version=V1ALPHA1))
     server = server_for().start()
     server.wait_ready()
     assert "watching multicluster.x-k8s.io/v1alpha1" in server.log_text()
@@ -42,9 +51,10 @@ def test_v1alpha2_proposal_as_shipped_prunes_root_fields(
     crd_variant("mcs-api-v1alpha2-proposal")  # type: ignore[operator]
     server = server_for().start()
     server.wait_ready()
-    api.apply(service_import("pruned", namespace, ips=["10.82.0.1"], api_version=V1ALPHA2,
-                             layout="root"))
-    api.apply(service_import("spec", namespace, ips=["10.82.0.2"], api_version=V1ALPHA1))
+    api.apply(service_import("pruned", namespace, ports=[HTTP], ips=["10.82.0.1"],
+                             api_version=V1ALPHA2, layout="root"))
+    api.apply(service_import("spec", namespace, ports=[HTTP], ips=["10.82.0.2"],
+                             api_version=V1ALPHA1))
     wait_for(lambda: server.metric("clusterset_dns_invalid_objects_total",
                                    kind="ServiceImport") >= 1, 10, "the skipped import")
     assert "pruned skipped: type None" in server.log_text()
@@ -67,11 +77,12 @@ def test_v1alpha2_root_layout_stored_as_v1alpha2(
     server = server_for().start()
     server.wait_ready()
     assert "watching multicluster.x-k8s.io/v1alpha2" in server.log_text()
-    api.apply(service_import("root", namespace, ips=["10.81.0.1", "fd00:81::1"],
+    api.apply(service_import("root", namespace, ports=[HTTP], ips=["10.81.0.1", "fd00:81::1"],
                              api_version=V1ALPHA2, layout="root"))
-    api.apply(service_import("hl", namespace, type_="Headless", api_version=V1ALPHA2,
+    api.apply(service_import("hl", namespace, ports=[HTTP], type_="Headless", api_version=V1ALPHA2,
                              layout="root"))
-    api.apply(endpoint_slice("hl-a", namespace, "hl", "c1", ["10.81.1.1"], hostnames=["p-0"]))
+    api.apply(endpoint_slice("hl-a", "hl", namespace, "c1", ports=[HTTP],
+                             endpoints=ready_endpoints(["10.81.1.1"], hostnames=["p-0"])))
     root, hl = fqdn("root", namespace), fqdn("hl", namespace)
     expect(server, root, "A", "NOERROR", a(root, "10.81.0.1"))
     expect(server, root, "AAAA", "NOERROR", a(root, "fd00:81::1"))

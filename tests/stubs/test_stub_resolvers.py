@@ -33,6 +33,7 @@ import dns.exception
 import pytest
 
 from clusterset_dns_testkit.dnsserver import ServerProcess
+from clusterset_dns_testkit.objects import HTTP, V1ALPHA1, endpoint, endpoint_slice, service_import
 from clusterset_dns_testkit.peers import (
     CoreDNS,
     KubeAPI,
@@ -59,7 +60,6 @@ DUAL_COUNT = 100
 DUAL_V4 = {f"10.79.0.{i + 1}": f"pod-{i}" for i in range(DUAL_COUNT)}
 DUAL_V6 = {f"fd00:79::{(i * 37) % DUAL_COUNT + 1:x}": f"pod-{i}" for i in range(DUAL_COUNT)}
 BIG_TARGETS = {f"{ip.replace('.', '-')}.east.{BIG}." for ip in BIG_IPS}
-HTTP = [{"name": "http", "protocol": "TCP", "port": 80}]
 # What fits 512 bytes (no EDNS: none of these clients sends it): header 12, question
 # (name + type + class), 16 bytes an A record, 28 an AAAA record.
 QUESTION_BIG = len(BIG) + 2 + 4
@@ -72,27 +72,22 @@ SEEN: dict[tuple[str, str, str], int] = {}
 
 
 def _objects() -> list[dict[str, Any]]:
-    def imp(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    def imp(name: str, type_: str, ips: list[str] | None = None) -> dict[str, Any]:
         # v1alpha1: what the mcs-api v0.5.0 CRD serves, for CoreDNS's own zone
-        return {"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ServiceImport",
-                "metadata": {"name": name, "namespace": "stub"}, "spec": {**spec, "ports": HTTP}}
+        return service_import(name, "stub", type_, ips=ips, ports=[HTTP], api_version=V1ALPHA1)
 
     def piece(name: str, service: str, family: str, endpoints: list[Any]) -> dict[str, Any]:
-        return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                "metadata": {"name": name, "namespace": "stub", "labels": {
-                    "multicluster.kubernetes.io/service-name": service,
-                    "multicluster.kubernetes.io/source-cluster": "east"}},
-                "addressType": family, "endpoints": endpoints, "ports": HTTP}
+        return endpoint_slice(name, service, "stub", "east", family, endpoints, [HTTP])
 
     return [
-        imp("small", {"type": "ClusterSetIP", "ips": sorted(SMALL_IPS)}),
-        imp("big", {"type": "Headless"}),
-        piece("big-a", "big", "IPv4", [{"addresses": [ip]} for ip in sorted(BIG_IPS)]),
-        imp("dual", {"type": "Headless"}),
+        imp("small", "ClusterSetIP", sorted(SMALL_IPS)),
+        imp("big", "Headless"),
+        piece("big-a", "big", "IPv4", [endpoint(ip) for ip in sorted(BIG_IPS)]),
+        imp("dual", "Headless"),
         # a dual-stack endpoint: one per family's slice, sharing its hostname
-        piece("dual-4", "dual", "IPv4", [{"addresses": [ip], "hostname": host}
+        piece("dual-4", "dual", "IPv4", [endpoint(ip, hostname=host)
                                          for ip, host in DUAL_V4.items()]),
-        piece("dual-6", "dual", "IPv6", [{"addresses": [ip], "hostname": host}
+        piece("dual-6", "dual", "IPv6", [endpoint(ip, hostname=host)
                                          for ip, host in DUAL_V6.items()]),
     ]
 

@@ -1,5 +1,6 @@
-"""Shared helpers of the unit tests: raw API objects, a cache built from them,
-queries built with dnspython and responses rendered as zone-file text.
+"""Shared helpers of the unit tests: a cache built from raw API objects (made by
+clusterset_dns_testkit.objects), queries built with dnspython and responses rendered
+as zone-file text.
 
 Responses are decoded with dnspython, an implementation independent of the
 server's encoder, and every record is rendered as one normalized line
@@ -31,7 +32,6 @@ from clusterset_dns.handler import Handler
 from clusterset_dns.names import ZoneNames
 
 ZONE = "clusterset.local"
-GROUP_VERSION = "multicluster.x-k8s.io/v1beta1"
 
 
 def soa(ttl: int = 5) -> str:
@@ -41,87 +41,6 @@ def soa(ttl: int = 5) -> str:
 
 
 SOA = soa()
-
-# -- raw API objects --------------------------------------------------------------------------
-
-
-def port(number: Any, protocol: str | None = None, name: str | None = None) -> dict[str, Any]:
-    raw: dict[str, Any] = {"port": number}
-    if protocol is not None:
-        raw["protocol"] = protocol
-    if name is not None:
-        raw["name"] = name
-    return raw
-
-
-def service_import(name: str, namespace: str | None = "prod", type_: str = "ClusterSetIP",
-                   ips: Sequence[Any] | None = None, ports: Sequence[Any] | None = None,
-                   layout: str = "spec", api_version: str = GROUP_VERSION,
-                   traffic_distribution: str | None = None) -> dict[str, Any]:
-    """A raw ServiceImport; ``layout`` is where its fields sit: spec, root or status."""
-    fields: dict[str, Any] = {"type": type_}
-    if traffic_distribution is not None:
-        fields["trafficDistribution"] = traffic_distribution
-    if ips is not None:
-        fields["ips"] = list(ips)
-    if ports is not None:
-        fields["ports"] = list(ports)
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    obj: dict[str, Any] = {"apiVersion": api_version, "kind": "ServiceImport", "metadata": meta}
-    if layout == "spec":
-        obj["spec"] = fields
-    elif layout == "root":
-        obj.update(fields)
-    elif layout == "status":
-        obj["status"] = fields
-    else:
-        raise AssertionError(layout)
-    return obj
-
-
-def endpoint(*addresses: str, hostname: str | None = None,
-             ready: bool | None = None, zone: str | None = None, node: str | None = None,
-             serving: bool | None = None) -> dict[str, Any]:
-    raw: dict[str, Any] = {"addresses": list(addresses)}
-    if zone is not None:
-        raw["zone"] = zone
-    if node is not None:
-        raw["nodeName"] = node
-    if hostname is not None:
-        raw["hostname"] = hostname
-    if ready is not None:
-        raw["conditions"] = {"ready": ready}
-    if serving is not None:
-        raw.setdefault("conditions", {})["serving"] = serving
-    return raw
-
-
-def endpoint_slice(name: str, service: str | None, namespace: str = "prod",
-                   cluster: str | None = None, address_type: str = "IPv4",
-                   endpoints: Sequence[Any] = (),
-                   ports: Sequence[Any] | None = None,
-                   resource_version: str | None = None) -> dict[str, Any]:
-    labels: dict[str, str] = {}
-    if service is not None:
-        labels[convert.SERVICE_NAME_LABEL] = service
-    if cluster is not None:
-        labels[convert.SOURCE_CLUSTER_LABEL] = cluster
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
-    if resource_version is not None:
-        meta["resourceVersion"] = resource_version
-    obj: dict[str, Any] = {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": meta,
-        "addressType": address_type,
-        "endpoints": list(endpoints),
-    }
-    if ports is not None:
-        obj["ports"] = list(ports)
-    return obj
-
 
 def build_cache(imports: Iterable[dict[str, Any]] = (), slices: Iterable[dict[str, Any]] = (),
                 ttl: int = 5, synced: bool = True, ns_addresses: Iterable[Any] = ()) -> Cache:

@@ -16,21 +16,9 @@ import pytest
 
 from clusterset_dns.cache import SetSynced
 from clusterset_dns.handler import Handler
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    SOA,
-    ask,
-    build_cache,
-    cookie,
-    endpoint,
-    endpoint_slice,
-    port,
-    query,
-    rcode_name,
-    service_import,
-    soa,
-)
+from .helpers import DEFAULT_UDP_CAP, SOA, ask, build_cache, cookie, query, rcode_name, soa
 
 IMPORTS = [
     service_import("web", ips=["10.1.0.1", "fd00::101"],

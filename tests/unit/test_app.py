@@ -15,9 +15,8 @@ import pytest
 
 from clusterset_dns import app
 from clusterset_dns.config import Config
+from clusterset_dns_testkit.objects import service_import
 from clusterset_dns_testkit.peers import free_port
-
-from .helpers import service_import
 
 LOCAL = "127.0.0.1"
 

@@ -21,19 +21,9 @@ from clusterset_dns.cache import (
 )
 from clusterset_dns.handler import Handler
 from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    SOA,
-    ask,
-    build_cache,
-    endpoint,
-    endpoint_slice,
-    port,
-    query,
-    rcode_name,
-    service_import,
-)
+from .helpers import DEFAULT_UDP_CAP, SOA, ask, build_cache, query, rcode_name
 
 Z = "svc.clusterset.local."
 WEB, DB, API = f"web.prod.{Z}", f"db.prod.{Z}", f"api.other.{Z}"

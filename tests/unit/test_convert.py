@@ -9,8 +9,7 @@ import pytest
 
 from clusterset_dns import convert
 from clusterset_dns.model import Endpoint, Port, ServiceType
-
-from .helpers import endpoint, endpoint_slice, port, service_import
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 
 def ips(*texts: str) -> tuple[Any, ...]:

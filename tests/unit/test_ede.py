@@ -14,16 +14,9 @@ import pytest
 from clusterset_dns import convert, wire
 from clusterset_dns.cache import IMPORT, SLICE, PutImport, PutRejected, PutSlice, SetSynced
 from clusterset_dns.handler import Handler
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    build_cache,
-    endpoint,
-    endpoint_slice,
-    port,
-    query,
-    service_import,
-)
+from .helpers import DEFAULT_UDP_CAP, build_cache, query
 
 Z = "svc.clusterset.local."
 WEB, DB, GONE = f"web.prod.{Z}", f"db.prod.{Z}", f"gone.prod.{Z}"

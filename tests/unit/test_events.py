@@ -114,8 +114,7 @@ def test_the_emitter_sends_once_per_rejection_and_only_while_holding() -> None:
     # An import served in its last valid form, whose update was rejected, says so.
     from clusterset_dns import convert
     from clusterset_dns.cache import PutImport
-
-    from .helpers import service_import
+    from clusterset_dns_testkit.objects import service_import
     cache.apply([PutImport(("prod", "web"), convert.service_import(
         service_import("web", ips=["10.0.0.1"]))),
         PutRejected(IMPORT, ("prod", "web"), ("prod", "web"), "type 'X'", ("v", "uid-2"))])

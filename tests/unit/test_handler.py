@@ -14,6 +14,7 @@ import dns.rcode
 import pytest
 
 from clusterset_dns.handler import Handler
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (
     DEFAULT_UDP_CAP,
@@ -22,12 +23,8 @@ from .helpers import (
     check_cut,
     cookie,
     decode,
-    endpoint,
-    endpoint_slice,
     first_rotation,
-    port,
     query,
-    service_import,
 )
 
 Z = "svc.clusterset.local."

@@ -39,11 +39,19 @@ from clusterset_dns.config import Config, ConfigError
 from clusterset_dns.dump import dump, zone_lines
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.objects import (
+    ABOUT_V1ALPHA1,
+    ABOUT_V1BETA1,
+    HTTP,
+    cluster_property,
+    endpoint,
+    endpoint_slice,
+    service_import,
+)
 
-from .helpers import ZONE, build_cache, endpoint, endpoint_slice, port, service_import
+from .helpers import ZONE, build_cache
 
 SVC = "near.prod.svc.clusterset.local."
-HTTP = port(80, "TCP", "http")
 
 Ep = tuple[str, str, str, str, str]
 # The endpoints of the table: (name label, cluster, address, zone, node). W_A runs on
@@ -379,17 +387,12 @@ def test_bad_cluster_ids_are_refused(raw: Any) -> None:
         convert.cluster_id(raw)
 
 
-def cluster_property(name: str, value: Any) -> dict[str, Any]:
-    return {"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
-            "metadata": {"name": name}, "spec": {"value": value}}
-
-
 def test_cluster_property_gives_the_cluster_id() -> None:
-    assert convert.cluster_property(
-        cluster_property("cluster.clusterset.k8s.io", "East")) == "east"
-    assert convert.cluster_property(cluster_property("clusterset.k8s.io", "set-1")) is None
+    for version in (ABOUT_V1ALPHA1, ABOUT_V1BETA1):
+        assert convert.cluster_property(cluster_property("East", api_version=version)) == "east"
+    assert convert.cluster_property(cluster_property("set-1", "clusterset.k8s.io")) is None
     with pytest.raises(convert.InvalidObject):
-        convert.cluster_property(cluster_property("cluster.clusterset.k8s.io", "a b"))
+        convert.cluster_property(cluster_property("a b"))
 
 
 def test_node_zone_label() -> None:

@@ -19,17 +19,9 @@ from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    ZONE,
-    ask,
-    endpoint,
-    endpoint_slice,
-    port,
-    query,
-    service_import,
-)
+from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query
 
 Z = "svc.clusterset.local."
 

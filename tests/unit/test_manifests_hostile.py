@@ -20,8 +20,9 @@ from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
 from clusterset_dns.manifests import ManifestSource, read_file
 from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, service_import
 
-from .helpers import DEFAULT_UDP_CAP, ZONE, ask, endpoint, endpoint_slice, query, service_import
+from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query
 from .test_manifests import API, WEB, write
 
 Z = "svc.clusterset.local."

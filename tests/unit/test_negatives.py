@@ -13,17 +13,9 @@ from clusterset_dns import convert
 from clusterset_dns import handler as handler_module
 from clusterset_dns.cache import Cache, PutImport, SetSynced
 from clusterset_dns.handler import Handler
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    ask,
-    build_cache,
-    endpoint,
-    endpoint_slice,
-    port,
-    query,
-    service_import,
-)
+from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query
 
 Z = "svc.clusterset.local."
 WEB, DB = f"web.prod.{Z}", f"db.prod.{Z}"

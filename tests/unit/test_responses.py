@@ -14,18 +14,9 @@ from clusterset_dns import convert
 from clusterset_dns.cache import PutImport, SetSynced
 from clusterset_dns.handler import Handler
 from clusterset_dns.responses import OVERHEAD, ResponseMemory
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    ask,
-    build_cache,
-    endpoint,
-    endpoint_slice,
-    first_rotation,
-    port,
-    query,
-    service_import,
-)
+from .helpers import DEFAULT_UDP_CAP, ask, build_cache, first_rotation, query
 
 Z = "svc.clusterset.local."
 WEB, DB, TYPO = f"web.prod.{Z}", f"db.prod.{Z}", f"wbe.prod.{Z}"

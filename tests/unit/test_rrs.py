@@ -19,8 +19,9 @@ import pytest
 
 from clusterset_dns import rrs, wire
 from clusterset_dns.dump import zone_lines
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
-from .helpers import build_cache, endpoint, endpoint_slice, port, service_import
+from .helpers import build_cache
 
 ZONE_OBJECTS = (
     [

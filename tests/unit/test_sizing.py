@@ -29,6 +29,7 @@ from clusterset_dns.cache import Cache
 from clusterset_dns.handler import Handler
 from clusterset_dns.names import split
 from clusterset_dns.wire import AAAA, SRV, A, question_key
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (
     DEFAULT_UDP_CAP,
@@ -37,13 +38,9 @@ from .helpers import (
     check_cut,
     cookie,
     decode,
-    endpoint,
-    endpoint_slice,
     first_rotation,
-    port,
     query,
     section_ends,
-    service_import,
 )
 
 Z = "svc.clusterset.local."

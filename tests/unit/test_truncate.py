@@ -26,6 +26,7 @@ from clusterset_dns.convert import endpoint_slice as convert_slice
 from clusterset_dns.handler import Handler
 from clusterset_dns.names import ZoneNames
 from clusterset_dns.server import make_socket
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (
     DEFAULT_UDP_CAP,
@@ -36,11 +37,7 @@ from .helpers import (
     check_cut,
     clock_at,
     decode,
-    endpoint,
-    endpoint_slice,
-    port,
     query,
-    service_import,
 )
 
 Z = "svc.clusterset.local."

@@ -19,8 +19,9 @@ from clusterset_dns import udpbatch
 from clusterset_dns.handler import Handler
 from clusterset_dns.server import make_socket, udp_reader
 from clusterset_dns.udpbatch import Handle, Peer
+from clusterset_dns_testkit.objects import service_import
 
-from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query, service_import
+from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query
 
 pytestmark = pytest.mark.skipif(udpbatch.load() is not None,
                                 reason=f"no batched UDP I/O here: {udpbatch.load()}")

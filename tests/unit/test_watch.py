@@ -24,18 +24,10 @@ from clusterset_dns.handler import Handler
 from clusterset_dns.kube import ApiError, KubeError
 from clusterset_dns.metrics import Metrics
 from clusterset_dns.names import ZoneNames
+from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .fakeclock import FakeClock
-from .helpers import (
-    DEFAULT_UDP_CAP,
-    ZONE,
-    ask,
-    endpoint,
-    endpoint_slice,
-    port,
-    query,
-    service_import,
-)
+from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query
 
 GV = "multicluster.x-k8s.io/v1beta1"
 IMPORTS_PATH = f"/apis/{GV}/serviceimports"

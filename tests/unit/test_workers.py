@@ -25,10 +25,11 @@ from clusterset_dns.clock import SYSTEM, Clock
 from clusterset_dns.config import Config
 from clusterset_dns.names import ZoneNames
 from clusterset_dns.stats import Stats
+from clusterset_dns_testkit.objects import service_import
 from clusterset_dns_testkit.peers import free_port
 
 from .fakeclock import FakeClock
-from .helpers import ZONE, service_import
+from .helpers import ZONE
 
 
 def put(name: str, ip: str) -> PutImport:

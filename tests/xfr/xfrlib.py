@@ -8,43 +8,25 @@ from pathlib import Path
 import dns.message
 import dns.query
 import dns.rdatatype
+import yaml
+
+from clusterset_dns_testkit.objects import (
+    HTTP,
+    V1ALPHA1,
+    endpoint_slice,
+    ready_endpoints,
+    service_import,
+)
 
 ZONE = "clusterset.local"
 
 
 def headless(namespace: str, name: str, cluster: str, addresses: list[str]) -> str:
     """One headless ServiceImport and its EndpointSlice, as YAML."""
-    endpoints = "\n".join(f'  - addresses: ["{a}"]\n    conditions:\n      ready: true'
-                          for a in addresses)
-    return f"""\
-apiVersion: multicluster.x-k8s.io/v1alpha1
-kind: ServiceImport
-metadata:
-  name: {name}
-  namespace: {namespace}
-spec:
-  type: Headless
-  ports:
-    - name: http
-      protocol: TCP
-      port: 80
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {name}-{cluster}
-  namespace: {namespace}
-  labels:
-    multicluster.kubernetes.io/service-name: {name}
-    multicluster.kubernetes.io/source-cluster: {cluster}
-addressType: IPv4
-ports:
-  - name: http
-    protocol: TCP
-    port: 80
-endpoints:
-{endpoints}
-"""
+    return yaml.safe_dump_all([
+        service_import(name, namespace, "Headless", ports=[HTTP], api_version=V1ALPHA1),
+        endpoint_slice(f"{name}-{cluster}", name, namespace, cluster, ports=[HTTP],
+                       endpoints=ready_endpoints(addresses))])
 
 
 def write_atomically(path: Path, text: str) -> None:
