@@ -61,7 +61,10 @@ def test_knot_loads_by_axfr_then_follows_notify_by_ixfr(tmp_path: Path) -> None:
                               result="incremental") >= 2
 
 
-def test_knot_with_tsig(tmp_path: Path) -> None:
+@pytest.fixture
+def tsig_pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, KnotSecondary]]:
+    """Our server (the conformance objects, transfers signed with a new key) and Knot
+    with that key, which has loaded the zone."""
     secret = base64.b64encode(os.urandom(32)).decode()
     key_file = tmp_path / "xfr.key"
     key_file.write_text(f"hmac-sha256:xfr-key:{secret}\n")
@@ -74,7 +77,12 @@ def test_knot_with_tsig(tmp_path: Path) -> None:
         with KnotSecondary(srv.port, key=("xfr-key", secret), port=knot_port,
                            tmp=tmp_path) as knot:
             knot.wait_serial(serial)
-        assert srv.metric("clusterset_dns_transfers_total", result="notauth") == 0
+            yield srv, knot
+
+
+def test_knot_with_tsig(tsig_pair: tuple[ServerProcess, KnotSecondary]) -> None:
+    srv, _ = tsig_pair
+    assert srv.metric("clusterset_dns_transfers_total", result="notauth") == 0
 
 
 @pytest.fixture(scope="module")
@@ -127,30 +135,19 @@ def test_conformance_suite_against_knot(knot_serving_conformance: KnotSecondary)
     assert result.returncode == 0, result.stdout[-6000:]
 
 
-def test_knot_refresh_timer_with_tsig_finds_the_zone_current(tmp_path: Path) -> None:
+def test_knot_refresh_timer_with_tsig_finds_the_zone_current(
+        tsig_pair: tuple[ServerProcess, KnotSecondary]) -> None:
     """RFC 8945 5.3: the SOA query of Knot's refresh (forced here with knotc, as its
     timer would) is signed, so its answer must be: the old code answered unsigned and
     Knot logged a TSIG failure and "no usable master" on every refresh."""
-    secret = base64.b64encode(os.urandom(32)).decode()
-    key_file = tmp_path / "xfr.key"
-    key_file.write_text(f"hmac-sha256:xfr-key:{secret}\n")
-    knot_port = free_port()
-    with _start(OBJECTS, "--transfer-tsig-key", str(key_file),
-                "--notify", f"127.0.0.1:{knot_port}") as srv:
-        srv.wait_ready()
-        serial = serial_at(srv.host, srv.port)
-        assert serial is not None
-        with KnotSecondary(srv.port, key=("xfr-key", secret), port=knot_port,
-                           tmp=tmp_path) as knot:
-            knot.wait_serial(serial)
-            for round_ in range(1, 4):
-                knot.refresh()
-                wait_for(lambda r=round_: knot.log_text().count("zone is up-to-date") >= r,
-                         20, f"Knot's refresh {round_} to find the zone current")
-            log = knot.log_text()
-            assert "TSIG" not in log and "no usable master" not in log, log[-3000:]
-            assert srv.metric("clusterset_dns_transfers_total", type="signed",
-                              result="signed") >= 3
+    srv, knot = tsig_pair
+    for round_ in range(1, 4):
+        knot.refresh()
+        wait_for(lambda r=round_: knot.log_text().count("zone is up-to-date") >= r,
+                 20, f"Knot's refresh {round_} to find the zone current")
+    log = knot.log_text()
+    assert "TSIG" not in log and "no usable master" not in log, log[-3000:]
+    assert srv.metric("clusterset_dns_transfers_total", type="signed", result="signed") >= 3
 
 
 def test_knot_follows_an_update_storm_and_a_restart_of_the_primary(tmp_path: Path) -> None:
