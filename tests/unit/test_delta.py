@@ -20,13 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterset_dns import rrs
+from clusterset_dns import delta, rrs
 from clusterset_dns.cache import (
     Cache,
     Change,
     Op,
     PutImport,
     PutSlice,
+    RebuildError,
     ReplaceImports,
     ReplaceSlices,
     SetClusterId,
@@ -273,3 +274,34 @@ def test_ixfr_difference_of_large_answers_equals_their_decoded_records(
     assert max(decoded, default=0) < 1000
     assert (diff.removed, diff.added) == (tuple(sorted(removed)), tuple(sorted(added)))
     assert removed
+
+
+def test_a_bug_in_the_difference_keeps_the_service_and_the_next_update_rebuilds_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (an exception) while applying a difference: apply raises RebuildError, the
+    service keeps answering, and the next update rebuilds it whole: no answer of the
+    lists left half-changed survives."""
+    imp, slices = _large(400)
+    (whole, _), (diff, _) = _cache(None), _cache(256)
+    key = ("prod", "web-1")
+    piece = slices[key]
+    flipped = replace(piece, endpoints=piece.endpoints[1:], not_ready=piece.endpoints[:1])
+    for cache in (whole, diff):
+        cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices(slices), SetSynced(True)])
+        cache.apply([PutSlice(key, flipped)])
+        cache.apply([PutSlice(key, piece)])
+    assert SERVICE in diff._headless
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("bug")
+
+    whole.apply([PutSlice(key, flipped)])
+    monkeypatch.setattr(delta, "_srv", broken)
+    with pytest.raises(RebuildError):
+        diff.apply([PutSlice(key, flipped)])
+    assert SERVICE not in diff._headless
+    monkeypatch.undo()
+    later = replace(piece, endpoints=piece.endpoints[2:], not_ready=piece.endpoints[:2])
+    for cache in (whole, diff):
+        cache.apply([PutSlice(key, later)])
+    _same_zone(whole, diff)
