@@ -24,7 +24,20 @@ from clusterset_dns.cache import (
 )
 from clusterset_dns.stats import Stats
 from clusterset_dns.truncate import Form
-from clusterset_dns.wire import AA, OPT_LEN, QR, TC, TCP_MAX, Answer, Explained
+from clusterset_dns.wire import (
+    AA,
+    COUNTS,
+    HEADER,
+    OPT_LEN,
+    QR,
+    RR_HEAD,
+    TC,
+    TCP_MAX,
+    Answer,
+    Explained,
+    skip_rr,
+    walk_name,
+)
 
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
 _ONE_QUESTION_OPT = b"\x00\x01\x00\x00\x00\x00\x00\x01"  # ... and one additional record
@@ -37,13 +50,9 @@ _RD_BIT = 0x01  # byte 2 -> bit 0 of the heads index
 _CD_BIT = 0x10  # byte 3 -> bit 1 of the heads index (shifted right by 3)
 _EDNS_VARIANT = 4  # bit 2 of the heads index: the answer carries an OPT
 _OPCODE = 0x7800  # in the flags word
-_HEADER = struct.Struct("!HHHHH")
-_COUNTS = struct.Struct("!HHHH")
-_RR_HEAD = struct.Struct("!HHIH")
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
 _MAX_TAILS = 1024  # distinct OPT tails remembered (bounded: they come from clients)
 _UDP_PLAIN = 512  # a UDP answer to a query without EDNS (RFC 1035 4.2.1)
-_MAX_NAME = 255
 _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 
 # The sender of the datagram being answered, from its transport: called only where
@@ -105,33 +114,6 @@ def _variant(data: bytes) -> int:
     """The index into ``Answer.heads`` for the query's RD and CD bits (the fast path
     inlines this very expression once)."""
     return (data[2] & _RD_BIT) | ((data[3] & _CD_BIT) >> 3)
-
-
-def walk_name(data: bytes, offset: int, pointers: bool = False) -> tuple[list[int], int] | None:
-    """Walks the name at ``offset``: (offsets of its labels, offset just after it), or
-    None when it is malformed (runs off the end, a label over 63 bytes, a name over 255
-    bytes) or compressed while ``pointers`` is False. A pointer ends the name and is not
-    followed: the callers only need to step over it."""
-    size = len(data)
-    start = offset
-    starts: list[int] = []
-    while True:
-        if offset >= size:
-            return None
-        length = data[offset]
-        if length == 0:
-            offset += 1
-            break
-        if length & 0xC0 == 0xC0 and pointers:
-            offset += 2
-            break
-        if length > 63:
-            return None
-        starts.append(offset)
-        offset += length + 1
-    if offset - start > _MAX_NAME or offset > size:
-        return None
-    return starts, offset
 
 
 class Handler:
@@ -314,7 +296,7 @@ class Handler:
             return None  # never answer a response (no reflection loops)
         qid = data[:2]
         request_bits = flags & (wire.RD | wire.CD)
-        qdcount, ancount, nscount, arcount = _COUNTS.unpack_from(data, 4)
+        qdcount, ancount, nscount, arcount = COUNTS.unpack_from(data, 4)
         # The whole message is walked first, so that every answer to an EDNS query,
         # errors included, carries an OPT (RFC 6891 7).
         found, edns, well_formed, tsig_at = self._parse(data, qdcount, ancount + nscount,
@@ -392,7 +374,7 @@ class Handler:
         error, context = signer.verify(data, None if tcp or peer is None else peer())
         if error is not None:
             return error or None  # DROP: nothing is sent
-        arcount = _COUNTS.unpack_from(data, 4)[3] - 1
+        arcount = COUNTS.unpack_from(data, 4)[3] - 1
         unsigned = data[:10] + arcount.to_bytes(2, "big") + data[12:tsig_at]
         response = self._slow(unsigned, tcp, peer, signer.room)
         return signer.sign(response, context) if response else response
@@ -400,7 +382,7 @@ class Handler:
     def _tc(self, qid: bytes, request_bits: int, question: bytes, edns: Edns | None) -> bytes:
         """No records, TC set: the client asks again over TCP."""
         self.stats.truncated += 1
-        head = _HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
+        head = HEADER.pack(QR | AA | TC | request_bits, 1, 0, 0, 1 if edns else 0)
         return qid + head + question + (self._opt[edns[2]] if edns else b"")
 
     def _badkey(self, data: bytes, tsig_at: int, question: bytes, request_bits: int,
@@ -420,10 +402,10 @@ class Handler:
         original_id = (data[at + 10 + mac_size] << 8) | data[at + 11 + mac_size]
         rdata = (data[owner[1] + 10 : at + 8]  # algorithm, time signed, fudge
                  + _TSIG_ERROR_TAIL.pack(0, original_id, _BADKEY, 0))
-        record = (data[tsig_at : owner[1]] + _RR_HEAD.pack(TSIG, 255, 0, len(rdata)) + rdata)
+        record = (data[tsig_at : owner[1]] + RR_HEAD.pack(TSIG, 255, 0, len(rdata)) + rdata)
         self._counts[_base(question, tcp) + _NOTAUTH] += 1
         opt = self._opt_rr(bool(edns[2])) if edns is not None else b""
-        head = _HEADER.pack(QR | request_bits | _NOTAUTH, 1 if question else 0, 0, 0,
+        head = HEADER.pack(QR | request_bits | _NOTAUTH, 1 if question else 0, 0, 0,
                             1 + (1 if opt else 0))
         return qid + head + question + opt + record
 
@@ -449,7 +431,7 @@ class Handler:
         tsig_at = -1
         last = records + additional - 1
         for index in range(records + additional):
-            parsed = Handler._skip_rr(data, offset)
+            parsed = skip_rr(data, offset)
             if parsed is None:
                 return first, edns, False, -1
             rtype, rclass, ttl, end, root_owner = parsed
@@ -472,22 +454,6 @@ class Handler:
         # The apex must start on a label boundary of the question, not inside a label.
         return start >= 0 and name.endswith(apex) and (
             start + base in labels_at or start == len(name) - 1)
-
-    @staticmethod
-    def _skip_rr(data: bytes, offset: int) -> tuple[int, int, int, int, bool] | None:
-        """(type, class, ttl, end offset, owner is root) of the record at ``offset``."""
-        size = len(data)
-        walked = walk_name(data, offset, pointers=True)
-        if walked is None:
-            return None
-        after = walked[1]
-        if after + 10 > size:
-            return None
-        rtype, rclass, ttl, rdlength = _RR_HEAD.unpack_from(data, after)
-        end = after + 10 + rdlength
-        if end > size:
-            return None
-        return rtype, rclass, ttl, end, after - offset == 1
 
     def _splice(self, qid: bytes, variant: int, request_bits: int, question: bytes,
                 ans: Answer, edns: Edns | None, limit: int, tcp: bool) -> bytes:
@@ -520,7 +486,7 @@ class Handler:
             form = self._cut(question, room)
             if form is not None:
                 return qid + form[0][variant] + question + form[1] + opt
-            head = _HEADER.pack(QR | AA | TC | request_bits | ans.rcode, 1, 0, 0, 1 if opt else 0)
+            head = HEADER.pack(QR | AA | TC | request_bits | ans.rcode, 1, 0, 0, 1 if opt else 0)
             return qid + head + question + opt
         return qid + fitting.heads[variant] + question + fitting.body + opt
 
@@ -556,5 +522,5 @@ class Handler:
                 opt = opt[:-2] + ede
                 index += _EDE_SLOT.get(int.from_bytes(ede[6:8]), 1) * _EDE_STEP
         self._counts[index] += 1
-        head = _HEADER.pack(QR | bits | rcode, 1 if question else 0, 0, 0, 1 if opt else 0)
+        head = HEADER.pack(QR | bits | rcode, 1 if question else 0, 0, 0, 1 if opt else 0)
         return qid + head + question + opt

@@ -17,8 +17,6 @@ from typing import NamedTuple
 
 from clusterset_dns import names, wire
 
-_RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
-_COUNTS = struct.Struct("!HHHHH")  # flags, qd, an, ns, ar
 _SRV_FIXED = struct.Struct("!HHH")
 _SOA_FIXED = struct.Struct("!IIIII")
 _TYPE_TEXT = {wire.A: "A", wire.AAAA: "AAAA", wire.SRV: "SRV", wire.TXT: "TXT",
@@ -77,24 +75,30 @@ def _rdata(message: bytes, rtype: int, start: int, end: int) -> bytes:
     return message[start:end]
 
 
+def _record(message: bytes, offset: int) -> tuple[Record, int]:
+    """The record at ``offset``, its names expanded; and where the next one starts."""
+    owner, start = _name(message, offset)
+    if start + 10 > len(message):
+        raise DecodeError(f"the record at offset {offset} runs past the message")
+    rtype, _, ttl, length = wire.RR_HEAD.unpack_from(message, start)
+    start += 10
+    end = start + length
+    if end > len(message):
+        raise DecodeError(f"the record of type {rtype} runs past the message")
+    if rtype in _NAMED_RDATA:
+        return Record(owner, rtype, ttl, _rdata(message, rtype, start, end)), end
+    return Record(owner, rtype, ttl, message[start:end]), end
+
+
 def answer_records(key: bytes, answer: wire.Answer) -> Iterator[Record]:
     """The answer-section records of the response ``answer`` makes for question ``key``
     (the owner name is then the question's, lower case). Glue and authority records are
     not the RRset asked for: they are owned, and listed, under their own questions."""
     message = b"\x00\x00" + answer.heads[0] + key + answer.body
-    count = _COUNTS.unpack_from(message, 2)[2]
     offset = 12 + len(key)
-    for _ in range(count):
-        owner, offset = _name(message, offset)
-        rtype, _, ttl, length = _RR_FIXED.unpack_from(message, offset)
-        start = offset + 10
-        offset = start + length
-        if offset > len(message):
-            raise DecodeError(f"record of type {rtype} runs past the answer")
-        if rtype in _NAMED_RDATA:
-            yield Record(owner, rtype, ttl, _rdata(message, rtype, start, offset))
-        else:
-            yield Record(owner, rtype, ttl, message[start:offset])
+    for _ in range(wire.HEADER.unpack_from(message, 2)[2]):
+        record, offset = _record(message, offset)
+        yield record
 
 
 def zone_records(answers: Mapping[bytes, wire.Answer]) -> set[Record]:
@@ -156,7 +160,7 @@ def response_sections(message: bytes) -> tuple[int, list[Record], list[Record], 
     whose rdata holds the options). The rcode includes BADVERS's upper bits."""
     if len(message) < 12:
         raise DecodeError("shorter than a header")
-    flags, qd, an, ns, ar = _COUNTS.unpack_from(message, 2)
+    flags, qd, an, ns, ar = wire.HEADER.unpack_from(message, 2)
     offset = 12
     for _ in range(qd):
         _, offset = _name(message, offset)
@@ -165,15 +169,8 @@ def response_sections(message: bytes) -> tuple[int, list[Record], list[Record], 
     high = 0
     for index, count in enumerate((an, ns, ar)):
         for _ in range(count):
-            owner, offset = _name(message, offset)
-            rtype, _, ttl, length = _RR_FIXED.unpack_from(message, offset)
-            start = offset + 10
-            offset = start + length
-            if offset > len(message):
-                raise DecodeError(f"record of type {rtype} runs past the message")
-            if rtype == wire.OPT:
-                high = ttl >> 24
-            rdata = (_rdata(message, rtype, start, offset) if rtype in _NAMED_RDATA
-                     else message[start:offset])
-            sections[index].append(Record(owner, rtype, ttl, rdata))
+            record, offset = _record(message, offset)
+            if record.rtype == wire.OPT:
+                high = record.ttl >> 24
+            sections[index].append(record)
     return (high << 4) | (flags & 0xF), sections[0], sections[1], sections[2]

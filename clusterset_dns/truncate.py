@@ -27,7 +27,6 @@ from clusterset_dns import wire
 
 ROTATIONS = 4  # truncated orders served in turn, per name: one a second
 A_BIT, AAAA_BIT = 1, 2  # the family a Cuts answers
-_RR_FIXED = struct.Struct("!HHIH")
 _POINTER = struct.Struct("!H")
 _SRV_HEAD = struct.Struct("!HH")  # rdlength, then the SRV priority
 _SRV_TARGET = 6  # priority, weight, port, then the target
@@ -244,7 +243,7 @@ class SrvCuts(Cuts):
             if owner is None:  # written out, or pointing elsewhere (the question): decode
                 message = message or bytes(12) + question + body
                 owner = index.get(_read_name(message, base + at))
-            end = fixed + 10 + _RR_FIXED.unpack_from(body, fixed)[3]
+            end = fixed + 10 + wire.RR_HEAD.unpack_from(body, fixed)[3]
             if owner is not None:
                 glue[owner].append(body[fixed:end])
             at = end

@@ -1,4 +1,6 @@
-"""DNS wire format: the ready-made answer and the encoder that builds it.
+"""DNS wire format: the ready-made answer and the encoder that builds it; the fixed
+parts of a message and the walkers that step over its names and records, for every
+module that reads messages (the handler, transfers, the record decoder).
 
 An :class:`Answer` is everything of a response after the question, plus the
 header words that go with it. The handler answers a query by splicing the
@@ -27,15 +29,62 @@ NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
 QR, AA, TC, RD, RA, CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0080, 0x0010
 
 _H = struct.Struct("!H")
-_RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
-_COUNTS = struct.Struct("!HHHHH")  # flags, qd, an, ns, ar
+# The fixed parts of a message, shared by every module that reads or writes one.
+HEADER = struct.Struct("!HHHHH")  # after the ID: flags, qd, an, ns, ar
+COUNTS = struct.Struct("!HHHH")  # qd, an, ns, ar
+RR_HEAD = struct.Struct("!HHIH")  # after a record's owner: type, class, ttl, rdlength
 _SRV_FIXED = struct.Struct("!HHH")  # priority, weight, port
 
 
 TCP_MAX = 65535  # a TCP message's two-byte length prefix (RFC 1035 4.2.2)
 OPT_LEN = 11  # our OPT record: root owner, type, payload size, ext. rcode+flags, rdlength 0
 MAX_COUNT = 0xFFFF  # a header count is 16 bits
-MAX_QUESTION = 255 + 4  # the longest name, type and class
+MAX_NAME = 255  # bytes of a name in wire form (RFC 1035 2.3.4)
+MAX_QUESTION = MAX_NAME + 4  # the longest name, type and class
+
+
+def walk_name(data: bytes, offset: int, pointers: bool = False) -> tuple[list[int], int] | None:
+    """Walks the name at ``offset``: (offsets of its labels, offset just after it), or
+    None when it is malformed (runs off the end, a label over 63 bytes, a name over 255
+    bytes) or compressed while ``pointers`` is False. A pointer ends the name and is not
+    followed: the callers only need to step over it."""
+    size = len(data)
+    start = offset
+    starts: list[int] = []
+    while True:
+        if offset >= size:
+            return None
+        length = data[offset]
+        if length == 0:
+            offset += 1
+            break
+        if length & 0xC0 == 0xC0 and pointers:
+            offset += 2
+            break
+        if length > 63:
+            return None
+        starts.append(offset)
+        offset += length + 1
+    if offset - start > MAX_NAME or offset > size:
+        return None
+    return starts, offset
+
+
+def skip_rr(data: bytes, offset: int) -> tuple[int, int, int, int, bool] | None:
+    """(type, class, ttl, end offset, owner is root) of the record at ``offset``; None
+    when it does not fit in ``data`` or its owner is malformed."""
+    size = len(data)
+    walked = walk_name(data, offset, pointers=True)
+    if walked is None:
+        return None
+    after = walked[1]
+    if after + 10 > size:
+        return None
+    rtype, rclass, ttl, rdlength = RR_HEAD.unpack_from(data, after)
+    end = after + 10 + rdlength
+    if end > size:
+        return None
+    return rtype, rclass, ttl, end, after - offset == 1
 
 
 class Answer:
@@ -121,7 +170,7 @@ class WithAdditional(Answer):
         self.glue_at = glue_at
 
     def without_additional(self) -> Answer:
-        _, _, an, ns, _ = _COUNTS.unpack(self.heads[0])
+        _, _, an, ns, _ = HEADER.unpack(self.heads[0])
         return Answer(heads(self.rcode, an, ns, 0), self.body[: self.glue_at], self.rcode)
 
 
@@ -134,7 +183,7 @@ def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[
     found = _heads_cache.get(key)
     if found is None:
         found = tuple(
-            _COUNTS.pack(
+            HEADER.pack(
                 flags | rcode | (RD if i & 1 else 0) | (CD if i & 2 else 0),
                 1,
                 an,
@@ -208,7 +257,7 @@ def srv_answer(question: Labels, ttl: int,
         head = fixed.get((rdlength, port, priority, weight))
         if head is None:
             head = fixed[(rdlength, port, priority, weight)] = (
-                b"\xc0\x0c" + _RR_FIXED.pack(SRV, CLASS_IN, ttl, rdlength)
+                b"\xc0\x0c" + RR_HEAD.pack(SRV, CLASS_IN, ttl, rdlength)
                 + _SRV_FIXED.pack(priority, weight, port))
         parts.append(head)
         parts.append(target_wire)
@@ -221,7 +270,7 @@ def srv_answer(question: Labels, ttl: int,
         ends.append(position)
     additional_at = position
     count = 0
-    address_heads = {size: _RR_FIXED.pack(rtype, CLASS_IN, ttl, size)
+    address_heads = {size: RR_HEAD.pack(rtype, CLASS_IN, ttl, size)
                      for size, rtype in _ADDRESS_TYPE.items()}
     for target_wire, addresses in glue:
         owner = _H.pack(0xC000 | ptrs[target_wire])
@@ -279,7 +328,7 @@ class Encoder:
             self._additional_at = len(self._buf)
         self.name(owner)
         at = len(self._buf)
-        self._buf += _RR_FIXED.pack(rtype, CLASS_IN, ttl, rdlength)
+        self._buf += RR_HEAD.pack(rtype, CLASS_IN, ttl, rdlength)
         self.counts[section] += 1
         return at + 8
 

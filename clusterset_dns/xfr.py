@@ -39,7 +39,6 @@ import dns.tsig
 from clusterset_dns import rrs, wire, zonedata
 from clusterset_dns.cache import Zone
 from clusterset_dns.config import ConfigError, Network
-from clusterset_dns.handler import walk_name
 from clusterset_dns.journal import Diff, Journal
 from clusterset_dns.zonedata import Snapshot
 
@@ -59,7 +58,6 @@ UDP_TOTAL_RATE, UDP_TOTAL_BURST = 100.0, 200.0
 MAX_SOURCES = 4096
 MIN_RECORD = 12  # the smallest record a transfer sends: a pointer, the fixed part, no rdata
 _QTYPES = {wire.AXFR: "axfr", wire.IXFR: "ixfr"}
-_HEADER = struct.Struct("!HHHHH")  # flags and counts
 _QR, _AA = 0x8000, 0x0400
 
 
@@ -102,7 +100,7 @@ def transfer_qtype(message: bytes) -> int:
     """AXFR or IXFR when ``message`` is a query with one such question, else 0."""
     if len(message) < 17 or message[2] & 0xF8 or message[4:6] != b"\x00\x01":
         return 0
-    walked = walk_name(message, 12)
+    walked = wire.walk_name(message, 12)
     if walked is None or walked[1] + 4 > len(message):
         return 0
     qtype = (message[walked[1]] << 8) | message[walked[1] + 1]
@@ -170,7 +168,7 @@ class MessageWriter:
                 first = self._name(mname, start)
                 second = self._name(rname, start + len(first))
                 rdata = first + second + rdata[after:]
-        return name + _RR.pack(rtype, wire.CLASS_IN, ttl, len(rdata)) + rdata
+        return name + wire.RR_HEAD.pack(rtype, wire.CLASS_IN, ttl, len(rdata)) + rdata
 
     def add(self, record: rrs.Record) -> bytes | None:
         """Adds ``record``; returns the finished previous message when it had to start
@@ -190,13 +188,11 @@ class MessageWriter:
         return done
 
     def finish(self) -> bytes:
-        counts = _COUNTS.pack(1 if self.first else 0, self.count, 0, 0)
+        counts = wire.COUNTS.pack(1 if self.first else 0, self.count, 0, 0)
         self.first = False
         return self.head + counts + b"".join(self.parts)
 
 
-_RR = struct.Struct("!HHIH")
-_COUNTS = struct.Struct("!HHHH")
 
 
 def _split_name(data: bytes, at: int) -> tuple[bytes, int]:
@@ -572,8 +568,9 @@ class Transfers:
         tsig, ctx = dns.tsig.sign(message, key, tsig, int(time.time()),
                                   query.mac if ctx is None else None, ctx, True)
         rdata = tsig.to_wire()
-        record = (_wire_name(key.name) + _RR.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0,
-                                                len(rdata)) + rdata)
+        record = (_wire_name(key.name)
+                  + wire.RR_HEAD.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata))
+                  + rdata)
         arcount = struct.unpack_from("!H", message, 10)[0] + 1
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record, ctx
 
@@ -642,16 +639,16 @@ def _tsig_error_record(message: bytes, error: int) -> bytes:
                                       request.algorithm, request.time_signed, request.fudge,
                                       b"", request.original_id, error, b"").to_wire() or b""
     name = query.tsig.name.to_wire() or b""
-    return name + _RR.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata)) + rdata
+    return name + wire.RR_HEAD.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata)) + rdata
 
 
 def _error(message: bytes, rcode: int, tsig: bytes = b"") -> bytes:
     """A response without records (but ``tsig``, an error TSIG record): the query's
     header bits, its question, ``rcode``."""
-    walked = walk_name(message, 12) if len(message) >= 12 else None
+    walked = wire.walk_name(message, 12) if len(message) >= 12 else None
     question = message[12 : walked[1] + 4] if walked is not None else b""
     if len(question) < 5:
         question = b""
     flags = _QR | (((message[2] << 8) | message[3]) & 0x0110) | rcode  # RD, CD
-    return (message[:2] + _HEADER.pack(flags, 1 if question else 0, 0, 0, 1 if tsig else 0)
+    return (message[:2] + wire.HEADER.pack(flags, 1 if question else 0, 0, 0, 1 if tsig else 0)
             + question + tsig)

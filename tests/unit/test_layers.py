@@ -54,7 +54,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers": {"cache", "clock", "config", "stats"},
     "zonedata": {"cache", "rrs", "wire"},
     "journal": {"cache", "rrs", "wire"},
-    "xfr": {"cache", "config", "handler", "journal", "rrs", "wire", "zonedata"},
+    "xfr": {"cache", "config", "journal", "rrs", "wire", "zonedata"},
     "notify": {"clock", "config"},
     "app": {"cache", "config", "convert", "events", "explain", "handler", "health", "journal",
             "locality", "logs", "manifests", "metrics", "names", "notify", "server", "watch",

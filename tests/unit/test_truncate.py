@@ -240,17 +240,12 @@ def _srv_answer(question: str, priorities: list[int]) -> tuple[bytes, wire.Answe
     body = data[12 + len(key):]
     glue_at = 0  # where the additional section starts: after the answer records
     for _ in priorities:
-        glue_at = _skip_rr(body, glue_at)
+        walked = wire.skip_rr(body, glue_at)
+        assert walked is not None
+        glue_at = walked[3]
     answer = wire.WithAdditional(wire.heads(0, len(priorities), 0, len(priorities)), body, 0,
                                  glue_at)
     return key, answer
-
-
-def _skip_rr(body: bytes, offset: int) -> int:
-    while body[offset] and body[offset] < 0xC0:
-        offset += body[offset] + 1
-    offset += 2 if body[offset] >= 0xC0 else 1
-    return offset + 10 + int.from_bytes(body[offset + 8 : offset + 10])
 
 
 @pytest.mark.parametrize("priorities", [[0] * 3 + [1] * 40, [0] * 20 + [1] * 20,
