@@ -43,6 +43,7 @@ from clusterset_dns.journal import Journal
 from clusterset_dns.manifests import ManifestSource
 from clusterset_dns.names import ZoneNames
 from clusterset_dns.server import DNSServer, raise_fd_limit
+from clusterset_dns.stats import Stats
 
 if TYPE_CHECKING:
     from clusterset_dns import xfr
@@ -98,26 +99,29 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
     # SIGHUP (a closed terminal, a habit of reloading daemons) is ignored: there is no
     # configuration file to reload, and the sources follow their data on their own.
     loop.add_signal_handler(signal.SIGHUP, _hangup, worker)
-    # A worker gets the parent's updates: the parent has logged what they reject.
+    journal = Journal(config.journal_changes) if config.allow_transfer else None
+    # A worker gets the parent's updates: the parent has logged what they reject, and
+    # measures the programming delay (clusterset_dns_dns_programming_duration_seconds).
     cache = Cache(ZoneNames(config.zone), config.ttl, config.ns_addresses,
                   log_rejected=not worker, cluster_id=config.cluster_id,
                   topology_zone=config.topology_zone, node_name=config.node_name,
-                  serve_terminating=config.serve_terminating)
-    handler = Handler(cache.zone, config.edns_udp_size)
-    transfers = journal = None
-    if config.allow_transfer:
+                  serve_terminating=config.serve_terminating,
+                  on_change=journal.record if journal is not None else None,
+                  record_programming=not worker)
+    stats = Stats()
+    transfers = None
+    if journal is not None:
         # Imported only when transfers are on: dnspython costs ~9 MiB and ~20 ms of
         # start-up that a server without transfers never uses.
         from clusterset_dns import xfr
-        journal = Journal(config.journal_changes)
-        cache.on_change = journal.record
         key = xfr.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
         transfers = xfr.Transfers(cache.zone, journal, config.allow_transfer, key,
-                                  xfr.Counts(handler.stats.transfers))
-        handler.transfers = True
-        handler.udp_transfer = transfers.udp
-        if key is not None:
-            handler.signer = transfers  # signed SOA checks get signed answers
+                                  xfr.Counts(stats.transfers))
+        # Signed SOA checks get signed answers.
+        handler = Handler(cache.zone, config.edns_udp_size, stats, transfers.udp,
+                          transfers if key is not None else None)
+    else:
+        handler = Handler(cache.zone, config.edns_udp_size, stats)
     return ProcessState(stop, cache, handler, transfers, journal)
 
 
@@ -257,7 +261,6 @@ WORKER_ENTRY = "clusterset_dns.app:worker_process"
 async def serve(config: Config) -> int:
     state = process_state(config, (signal.SIGTERM, signal.SIGINT))
     cache, handler = state.cache, state.handler
-    cache.record_programming = True  # for clusterset_dns_dns_programming_duration_seconds
     meters = metrics.Metrics()
     pool = workers.WorkerPool(config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
                               lambda reason: meters.worker_restarts.labels(reason).inc())

@@ -248,18 +248,27 @@ class Cache:
                  log_rejected: bool = True, cluster_id: str | None = None,
                  topology_zone: str | None = None, node_name: str | None = None,
                  serve_terminating: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_change: Callable[[int, int, list[Change] | None], None] | None = None,
+                 record_programming: bool = False) -> None:
         """``log_rejected=False``: a worker process, whose parent already logged what
         the same update rejected (the result still reports it). ``cluster_id`` and
         ``topology_zone``: where the server runs, as configured (changed later by ops);
         ``node_name`` and ``serve_terminating``: as configured, never changed.
-        ``clock``: unix time, for the serial."""
+        ``clock``: unix time, for the serial.
+
+        ``on_change``: a journal's (IXFR), called after every serial change with the
+        answer keys that changed; None keeps updates free of that bookkeeping. None
+        instead of the keys: the change happened before the first sync (a first list
+        applied page by page), whose half-loaded serials keep no history.
+
+        ``record_programming`` (the serving parent): slices changed by apply() that
+        carry a last-change-trigger-time are listed in ``programmed``, as (service
+        kind, trigger time); the caller measures the programming delay once their
+        answers are served, and empties the list."""
         self.clock = clock
-        self.builder = RecordBuilder(zone_names, ttl)
-        self.builder.cluster_id = cluster_id
-        self.builder.topology_zone = topology_zone
-        self.builder.node_name = node_name
-        self.builder.serve_terminating = serve_terminating
+        self.builder = RecordBuilder(zone_names, ttl, cluster_id, topology_zone, node_name,
+                                     serve_terminating)
         # Imports whose trafficDistribution is not understood (answered without a
         # preference): their value, for the metric; each is logged once.
         self.unknown_traffic: dict[ObjectKey, str] = {}
@@ -274,11 +283,7 @@ class Cache:
         self._log_rejected = log_rejected
         self._apex: Footprint | None = None
         self._forced_serial: int | None = None
-        # Set by a journal (IXFR): called after every serial change with the answer
-        # keys that changed; None keeps updates free of that bookkeeping.
-        # None instead of the keys: the change happened before the first sync (a first
-        # list applied page by page), whose half-loaded serials keep no history.
-        self.on_change: Callable[[int, int, list[Change] | None], None] | None = None
+        self.on_change = on_change
         self._changes: list[Change] = []
         # Refused objects: (kind, key) -> why; and by the service they would feed.
         self.rejections: dict[tuple[str, ObjectKey], Rejection] = {}
@@ -287,11 +292,7 @@ class Cache:
         self.changed_at: dict[ObjectKey, tuple[int, float]] = {}
         # How each service stands (SERVED, NO_ENDPOINT, REJECTED), for the metrics.
         self.states: dict[ObjectKey, str] = {}
-        # With ``record_programming`` (the serving parent): slices changed by apply()
-        # that carry a last-change-trigger-time, as (service kind, trigger time); the
-        # caller measures the programming delay once their answers are served, and
-        # empties the list.
-        self.record_programming = False
+        self.record_programming = record_programming
         self.programmed: list[tuple[str, float]] = []
         # Large Headless services changed after the sync are updated by difference
         # (delta.py) from at least this many endpoint names; None: always rebuilt whole.

@@ -117,20 +117,22 @@ def _variant(data: bytes) -> int:
 
 
 class Handler:
-    def __init__(self, zone: Zone, udp_payload_cap: int) -> None:
+    def __init__(self, zone: Zone, udp_payload_cap: int, stats: Stats | None = None,
+                 udp_transfer: UdpTransfer | None = None, signer: Signer | None = None
+                 ) -> None:
+        """``udp_transfer``: zone transfers are served (over TCP, by xfr); an IXFR over
+        UDP gets this answer, or TC so that the client asks again over TCP, where access
+        is checked. ``signer``: with a TSIG key; without one a signed query gets
+        NOTAUTH, BADKEY. ``stats``: the counters to bump (shared with xfr's)."""
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
         self.negatives = zone.negatives  # the same too: cleared in place on every change
         self.responses = zone.responses  # and this one (responses.ResponseMemory)
         self._recall = self.responses.get  # one attribute less per answer on the fast path
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
-        self.stats = Stats()
-        # Zone transfers are served (over TCP, by xfr): an IXFR over UDP then gets TC,
-        # so that the client asks again over TCP, where access is checked.
-        self.transfers = False
-        self.udp_transfer: UdpTransfer | None = None  # set with transfers (app)
-        # Set with a TSIG key (app); without one a signed query gets NOTAUTH, BADKEY.
-        self.signer: Signer | None = None
+        self.stats = Stats() if stats is None else stats
+        self.udp_transfer = udp_transfer
+        self.signer = signer
         self._counts = self.stats.requests  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
@@ -320,11 +322,13 @@ class Handler:
             limit = max(_UDP_PLAIN, min(edns[0], self.cap))
         limit -= reserve
         qtype, qclass = struct.unpack_from("!HH", question, len(question) - 4)
-        if qtype == wire.IXFR and self.transfers and not tcp and qclass == wire.CLASS_IN:
+        udp_transfer = self.udp_transfer
+        if qtype == wire.IXFR and udp_transfer is not None and not tcp \
+                and qclass == wire.CLASS_IN:
             # Over UDP only when it fits the client's limit (RFC 1995 2), else TC (also
             # without the sender's address: access could not be checked).
-            if self.udp_transfer is not None and peer is not None:
-                answer = self.udp_transfer(data, peer(), limit)
+            if peer is not None:
+                answer = udp_transfer(data, peer(), limit)
                 if answer is not None:
                     return answer or None  # DROP: nothing is sent
             return self._tc(qid, request_bits, question, edns)

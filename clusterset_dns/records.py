@@ -121,7 +121,9 @@ def srv_weight(count: int) -> int:
 class RecordBuilder:
     """Builds answers for one zone; holds the per-zone constants."""
 
-    def __init__(self, zone: ZoneNames, ttl: int) -> None:
+    def __init__(self, zone: ZoneNames, ttl: int, cluster_id: str | None = None,
+                 topology_zone: str | None = None, node_name: str | None = None,
+                 serve_terminating: bool = False) -> None:
         self.zone = zone
         self.ttl = ttl
         self._wires: dict[Labels, bytes] = {}
@@ -135,10 +137,10 @@ class RecordBuilder:
         # Where this server runs, for preferring imports (None: unknown, no preference).
         # Set through the cache (SetClusterId, SetTopologyZone), which rebuilds; the
         # node name and --serve-terminating come from the configuration only.
-        self.cluster_id: str | None = None
-        self.topology_zone: str | None = None
-        self.node_name: str | None = None
-        self.serve_terminating = False
+        self.cluster_id = cluster_id
+        self.topology_zone = topology_zone
+        self.node_name = node_name
+        self.serve_terminating = serve_terminating
         self._one_address = wire.heads(0, 1, 0, 0)
         self._address_heads = {  # by the address's packed length
             4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),

@@ -601,15 +601,14 @@ def _ixfr_udp() -> bytes:
 
 
 def test_an_ixfr_over_udp_asks_for_the_sender_and_the_answer_comes_from_transfers() -> None:
-    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
-    handler.transfers = True
     calls: list[tuple[str, int]] = []
 
     def udp_transfer(data: bytes, peer: str, limit: int) -> bytes | None:
         calls.append((peer, limit))
         return data[:2] + b"the transfer's answer"
 
-    handler.udp_transfer = udp_transfer
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP,
+                      udp_transfer=udp_transfer)
     asked: list[int] = []
 
     def sender() -> str:
@@ -626,9 +625,8 @@ def test_an_ixfr_over_udp_asks_for_the_sender_and_the_answer_comes_from_transfer
 def test_an_ixfr_over_udp_without_the_sender_is_truncated_not_empty() -> None:
     """A transport that cannot tell the sender gets TC (the client asks again over TCP,
     where access is checked): never an empty datagram."""
-    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
-    handler.transfers = True
-    handler.udp_transfer = lambda data, peer, limit: pytest.fail("called without a peer")
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP,
+                      udp_transfer=lambda data, peer, limit: pytest.fail("called without a peer"))
     data = _ixfr_udp()
     response = handler.handle(data, False)
     assert response

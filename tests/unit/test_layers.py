@@ -57,8 +57,8 @@ ALLOWED: dict[str, set[str]] = {
     "xfr": {"cache", "config", "journal", "rrs", "wire", "zonedata"},
     "notify": {"clock", "config"},
     "app": {"cache", "config", "convert", "events", "explain", "handler", "health", "journal",
-            "locality", "logs", "manifests", "metrics", "names", "notify", "server", "watch",
-            "workers", "xfr"},
+            "locality", "logs", "manifests", "metrics", "names", "notify", "server", "stats",
+            "watch", "workers", "xfr"},
     "cli": {"__version__", "app", "config", "dump", "offline"},
 }
 

@@ -36,9 +36,8 @@ class Clock:
 
 def sink() -> tuple[app.Sink, Cache, Journal, Clock, list[int]]:
     clock = Clock()
-    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock)
     journal = Journal(1000)
-    cache.on_change = journal.record
+    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock, on_change=journal.record)
     pool = workers.WorkerPool(Config(), 0, app.WORKER_ENTRY, lambda: [])
     notified: list[int] = []
     return (app.Sink(cache, pool, Metrics(), lambda: notified.append(cache.zone.serial)), cache,
@@ -136,9 +135,8 @@ def test_no_ixfr_history_from_the_serial_a_process_starts_with() -> None:
     update completing the first sync is no difference, so an IXFR from that serial
     gets the whole zone, never this load replayed onto the old data."""
     clock = Clock()
-    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock)
     journal = Journal(10)
-    cache.on_change = journal.record
+    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock, on_change=journal.record)
     start = cache.zone.serial
     cache.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
     assert cache.zone.serial != start and journal.since(start, cache.zone.serial) is None

@@ -30,9 +30,8 @@ def headless(name: str, addresses: list[str]) -> list[PutImport | PutSlice]:
 
 
 def journaled(limit: int = 10) -> tuple[Cache, Journal]:
-    cache = Cache(ZoneNames("clusterset.local"), 5)
     journal = Journal(limit)
-    cache.on_change = journal.record
+    cache = Cache(ZoneNames("clusterset.local"), 5, on_change=journal.record)
     return cache, journal
 
 

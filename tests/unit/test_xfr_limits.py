@@ -49,9 +49,8 @@ def headless(name: str, addresses: list[str]) -> list[PutImport | PutSlice]:
 
 
 def big_cache(services: int = 8, each: int = 500) -> tuple[Cache, Journal]:
-    cache = Cache(ZoneNames(ZONE), 5)
     journal = Journal(10)
-    cache.on_change = journal.record
+    cache = Cache(ZoneNames(ZONE), 5, on_change=journal.record)
     ops: list[Any] = []
     for i in range(services):
         ops += headless(f"s{i}", [f"10.{i}.{j // 250}.{j % 250 + 1}" for j in range(each)])
@@ -183,9 +182,7 @@ def test_udp_ixfr_flood_from_one_source_is_cut_to_its_rate() -> None:
 def test_handler_drops_a_udp_ixfr_over_the_rate() -> None:
     cache, journal = big_cache(1, 2)
     transfers = transfers_for(cache, journal, limit=xfr.RateLimit(rate=0.001, burst=1))
-    handler = Handler(cache.zone, 1232)
-    handler.transfers = True
-    handler.udp_transfer = transfers.udp
+    handler = Handler(cache.zone, 1232, udp_transfer=transfers.udp)
     data = ixfr_query(cache.zone.serial).to_wire()
     assert handler.handle(data, False, loopback)  # the first: answered
     assert handler.handle(data, False, loopback) is None  # then dropped, nothing sent
@@ -272,11 +269,8 @@ def test_transfers_of_one_version_share_one_snapshot(monkeypatch: pytest.MonkeyP
 def signed_handler(key: dns.tsig.Key | None = KEY) -> tuple[Handler, xfr.Transfers]:
     cache, journal = big_cache(1, 3)
     transfers = transfers_for(cache, journal, key)
-    handler = Handler(cache.zone, 1232)
-    handler.transfers = True
-    handler.udp_transfer = transfers.udp
-    if key is not None:
-        handler.signer = transfers
+    handler = Handler(cache.zone, 1232, udp_transfer=transfers.udp,
+                      signer=transfers if key is not None else None)
     return handler, transfers
 
 
@@ -368,8 +362,7 @@ def test_tsig_badkey_for_transfers_too(what: str, data: bytes, keyed: bool,
 def test_signed_udp_queries_are_rate_limited() -> None:
     cache, journal = big_cache(1, 3)
     transfers = transfers_for(cache, journal, KEY, limit=xfr.RateLimit(rate=0.001, burst=2))
-    handler = Handler(cache.zone, 1232)
-    handler.signer = transfers
+    handler = Handler(cache.zone, 1232, signer=transfers)
     query = dns.message.make_query(ZONE, "SOA")
     query.use_tsig({KEY.name: KEY}, keyname=KEY.name)
     data = query.to_wire()
