@@ -4,9 +4,10 @@ Start-up: worker processes (``--workers N``: N - 1 of them beside this one),
 metrics/health endpoints, the source, wait for the first full sync (at most
 --startup-timeout), then DNS listeners. Shutdown, on SIGTERM/SIGINT: /ready
 turns 503 at once, DNS keeps answering for --lameduck seconds, then the rest
-stops in reverse order and the process exits 0. This module builds every
-process's state, the parent's and each worker's (:func:`process_state`,
-:func:`worker_process`).
+stops in reverse order and the process exits 0. The parent's run is a
+:class:`Server` in three phases: ``startup()``, ``main_loop()``, ``shutdown()``.
+This module builds every process's state, the parent's and each worker's
+(:func:`process_state`, :func:`worker_process`).
 """
 
 from __future__ import annotations
@@ -259,69 +260,108 @@ WORKER_ENTRY = "clusterset_dns.app:worker_process"
 
 
 async def serve(config: Config) -> int:
-    state = process_state(config, (signal.SIGTERM, signal.SIGINT))
-    cache, handler = state.cache, state.handler
-    meters = metrics.Metrics()
-    pool = workers.WorkerPool(config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
-                              lambda reason: meters.worker_restarts.labels(reason).inc())
-    journal = state.journal
-    meters.registry.register(metrics.ServerCollector(
-        cache, handler.stats, pool.stats, lambda: len(pool.missing()),
-        lambda: journal.records if journal is not None else 0))
-    notifier = None
-    if config.notify:
-        from clusterset_dns.notify import Notifier  # dnspython: only when used
-        notifier = Notifier(config.zone, config.notify, lambda: cache.zone.serial,
-                            state.transfers.key if state.transfers else None,
-                            lambda result: meters.notifies.labels(result).inc())
-    sink = Sink(cache, pool, meters, notifier.changed if notifier else lambda: None)
-    dns = state.server(config, reuse_port=config.workers > 1)
+    """The serving parent's whole run: :class:`Server`'s start-up, main loop and
+    shutdown; the exit status."""
+    return await Server(config).serve()
 
-    def health(_: Mapping[str, str]) -> tuple[int, str, bytes]:
-        return 200, "text/plain", b"OK\n"
 
-    stopping = False
+class Server:
+    """The serving parent in three phases, each an awaitable step (the shape of uvicorn's
+    ``Server.serve``): :meth:`startup` (workers, HTTP endpoints, the source, the first
+    sync, then DNS), :meth:`main_loop` (until a stop signal or the source ends) and
+    :meth:`shutdown` (the lame duck, then everything in reverse order). Everything is
+    built in the constructor, its own registry of metrics included, so that two runs in
+    one process share nothing."""
 
-    def ready(_: Mapping[str, str]) -> tuple[int, str, bytes]:
-        if stopping:
-            return 503, "text/plain", b"shutting down\n"
-        if not (cache.zone.synced and dns.bound):
-            return 503, "text/plain", b"not synced\n"
-        missing = pool.missing()
-        if missing:
-            return 503, "text/plain", f"workers not serving: {missing}\n".encode()
-        return 200, "text/plain", b"OK\n"
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.state = state = process_state(config, (signal.SIGTERM, signal.SIGINT))
+        cache = state.cache
+        self.metrics = meters = metrics.Metrics()
+        self.pool = pool = workers.WorkerPool(
+            config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
+            lambda reason: meters.worker_restarts.labels(reason).inc())
+        journal = state.journal
+        meters.registry.register(metrics.ServerCollector(
+            cache, state.handler.stats, pool.stats, lambda: len(pool.missing()),
+            lambda: journal.records if journal is not None else 0))
+        self.notifier = None
+        if config.notify:
+            from clusterset_dns.notify import Notifier  # dnspython: only when used
+            self.notifier = Notifier(config.zone, config.notify, lambda: cache.zone.serial,
+                                     state.transfers.key if state.transfers else None,
+                                     lambda result: meters.notifies.labels(result).inc())
+        self.sink = Sink(cache, pool, meters,
+                         self.notifier.changed if self.notifier else lambda: None)
+        self.dns = state.server(config, reuse_port=config.workers > 1)
+        self.http = HTTPEndpoints(on_evict=meters.http_evicted.inc)
+        self.stopping = False  # a stop signal ended the main loop: /ready says 503
+        self.source: asyncio.Task[None] | None = None
+        self.stopper: asyncio.Task[bool] | None = None
 
-    def scrape(_: Mapping[str, str]) -> tuple[int, str, bytes]:
-        return 200, *meters.exposition()
-
-    def why(params: Mapping[str, str]) -> tuple[int, str, bytes]:
-        from clusterset_dns import explain  # only when asked
-
+    async def serve(self) -> int:
         try:
-            result = explain.explain(cache, params.get("name", ""), params.get("type", "A"))
-        except explain.ExplainError as exc:
-            return 400, "application/json", json.dumps({"error": str(exc)}).encode() + b"\n"
-        return 200, "application/json", json.dumps(result, indent=1).encode() + b"\n"
+            code = await self.startup()
+            if code is None:
+                code = await self.main_loop()
+            return code
+        finally:
+            await self.shutdown()
 
-    routes: dict[HostPort, dict[str, Route]] = {}
-    for where, path, route in ((config.health_listen, "/health", health),
-                               (config.health_listen, "/explain", why),
-                               (config.ready_listen, "/ready", ready),
-                               (config.metrics_listen, "/metrics", scrape)):
-        if where is not None:
-            routes.setdefault(where, {})[path] = route
-    http = HTTPEndpoints(on_evict=meters.http_evicted.inc)
-    # Now, not when DNS starts: the HTTP endpoints and the source open descriptors first.
-    raise_fd_limit()
-    try:
-        await pool.start()
-        for where, table in routes.items():
-            await http.serve(where, table)
-        source = asyncio.create_task(make_source(config, sink.apply, meters, cache)(),
-                                     name="source")
+    def routes(self) -> dict[HostPort, dict[str, Route]]:
+        """The HTTP endpoints, grouped by the address each listens on."""
+        config, cache, dns, pool = self.config, self.state.cache, self.dns, self.pool
+
+        def health(_: Mapping[str, str]) -> tuple[int, str, bytes]:
+            return 200, "text/plain", b"OK\n"
+
+        def ready(_: Mapping[str, str]) -> tuple[int, str, bytes]:
+            if self.stopping:
+                return 503, "text/plain", b"shutting down\n"
+            if not (cache.zone.synced and dns.bound):
+                return 503, "text/plain", b"not synced\n"
+            missing = pool.missing()
+            if missing:
+                return 503, "text/plain", f"workers not serving: {missing}\n".encode()
+            return 200, "text/plain", b"OK\n"
+
+        def scrape(_: Mapping[str, str]) -> tuple[int, str, bytes]:
+            return 200, *self.metrics.exposition()
+
+        def why(params: Mapping[str, str]) -> tuple[int, str, bytes]:
+            from clusterset_dns import explain  # only when asked
+
+            try:
+                result = explain.explain(cache, params.get("name", ""),
+                                         params.get("type", "A"))
+            except explain.ExplainError as exc:
+                return 400, "application/json", json.dumps({"error": str(exc)}).encode() + b"\n"
+            return 200, "application/json", json.dumps(result, indent=1).encode() + b"\n"
+
+        routes: dict[HostPort, dict[str, Route]] = {}
+        for where, path, route in ((config.health_listen, "/health", health),
+                                   (config.health_listen, "/explain", why),
+                                   (config.ready_listen, "/ready", ready),
+                                   (config.metrics_listen, "/metrics", scrape)):
+            if where is not None:
+                routes.setdefault(where, {})[path] = route
+        return routes
+
+    async def startup(self) -> int | None:
+        """Workers, HTTP endpoints, the source; the first full sync (at most
+        --startup-timeout); then DNS. None once serving; else the exit status (the
+        source failed, or a stop signal came first: nothing was served, there is no
+        lame duck)."""
+        config, sink, state = self.config, self.sink, self.state
+        # Now, not when DNS starts: the HTTP endpoints and the source open descriptors first.
+        raise_fd_limit()
+        await self.pool.start()
+        for where, table in self.routes().items():
+            await self.http.serve(where, table)
+        self.source = source = asyncio.create_task(
+            make_source(config, sink.apply, self.metrics, state.cache)(), name="source")
         synced = asyncio.create_task(sink.synced.wait())
-        stopper = asyncio.create_task(state.stop.wait())
+        self.stopper = asyncio.create_task(state.stop.wait())
         # The first load is a few hundred thousand objects that all stay (answers,
         # models): the cyclic collector would go over them again and again while they
         # arrive (0.17 s of a 2.6 s start at 10,000 imports and 100,000 endpoints) and
@@ -330,56 +370,64 @@ async def serve(config: Config) -> int:
         gc.disable()
         try:
             # A source that fails at start (an unusable kubeconfig) ends start-up at once,
-            # and so does a stop signal: nothing is served yet, there is no lame duck.
-            await asyncio.wait({synced, source, stopper}, timeout=config.startup_timeout,
+            # and so does a stop signal.
+            await asyncio.wait({synced, source, self.stopper}, timeout=config.startup_timeout,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             gc.enable()
             sink.starting = False
+        synced.cancel()
         failed = _source_failed(source)
         if failed is not None:
-            synced.cancel()
             return failed
         if state.stop.is_set():
-            synced.cancel()
-            source.cancel()
             log.info("stopped during start-up")
             return 0
-        if not synced.done():
-            synced.cancel()
+        if not sink.synced.is_set():
             log.warning("not synced after %.1fs; serving anyway (SERVFAIL for unknown names)",
                         config.startup_timeout)
-        await dns.start()
-        meters.udp_io.labels(dns.udp_mode).set(1)
-        pool.start_serving()
-        if notifier is not None:
-            notifier.start()
-            notifier.changed()  # a secondary may hold an older zone than this start's
-        log.info("ready: %s", cache.counts())
-        await asyncio.wait({stopper, source}, return_when=asyncio.FIRST_COMPLETED)
-        failed = _source_failed(source)
+        await self.dns.start()
+        self.metrics.udp_io.labels(self.dns.udp_mode).set(1)
+        self.pool.start_serving()
+        if self.notifier is not None:
+            self.notifier.start()
+            self.notifier.changed()  # a secondary may hold an older zone than this start's
+        log.info("ready: %s", state.cache.counts())
+        return None
+
+    async def main_loop(self) -> int:
+        """Serves until a stop signal (0; the shutdown then starts with the lame duck) or
+        the source fails (its exit status)."""
+        assert self.source is not None and self.stopper is not None
+        await asyncio.wait({self.stopper, self.source}, return_when=asyncio.FIRST_COMPLETED)
+        failed = _source_failed(self.source)
         if failed is not None:
             return failed
-        # Lame duck: /ready fails at once so the pod leaves its Service's endpoints,
-        # while DNS keeps answering the queries still routed here.
-        stopping = True
-        # A stop signal to the whole process group reaches the workers too: they stop
-        # with us (their own lame duck), and are not restarted.
-        pool.stopping = True
-        if config.lameduck > 0:
-            log.info("shutting down: /ready is 503, DNS answers for %gs more (--lameduck)",
-                     config.lameduck)
-            await asyncio.sleep(config.lameduck)
-        log.info("shutting down: closing the listeners")
-        await dns.stop()
-        source.cancel()
-        stopper.cancel()
+        self.stopping = True
         return 0
-    finally:
-        if notifier is not None:
-            await notifier.stop()
-        await http.stop()
-        await pool.stop()
+
+    async def shutdown(self) -> None:
+        """Stops what start-up started, in reverse order, whatever phase ended the run.
+        After a stop signal while serving, the lame duck first: /ready fails at once so
+        the pod leaves its Service's endpoints, while DNS keeps answering the queries
+        still routed here for --lameduck seconds."""
+        if self.stopping:
+            # A stop signal to the whole process group reaches the workers too: they stop
+            # with us (their own lame duck), and are not restarted.
+            self.pool.stopping = True
+            if self.config.lameduck > 0:
+                log.info("shutting down: /ready is 503, DNS answers for %gs more "
+                         "(--lameduck)", self.config.lameduck)
+                await asyncio.sleep(self.config.lameduck)
+            log.info("shutting down: closing the listeners")
+        await self.dns.stop()
+        for task in (self.source, self.stopper):
+            if task is not None:
+                task.cancel()
+        if self.notifier is not None:
+            await self.notifier.stop()
+        await self.http.stop()
+        await self.pool.stop()
 
 
 def _source_failed(source: asyncio.Task[None]) -> int | None:
