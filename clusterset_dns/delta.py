@@ -41,7 +41,6 @@ INCREMENTAL_MIN = 256
 _FEW = 16
 
 _SRV_RECORD = struct.Struct("!HHIHHHH")  # type, class, ttl, rdlength, priority, weight, port
-_RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
 _POINTER = struct.Struct("!H")
 _POINTER_MAX = 0x3FFF  # a compression pointer's 14-bit offset
 _ADDRESS_SUFFIX = {size: struct.pack("!HH", rtype, wire.CLASS_IN)
@@ -412,7 +411,7 @@ def _glue(parts: list[bytes], owner: Labels, state: Headless, ends: list[int], b
     written (the first port's records: ``ends``) when that is within a pointer's reach;
     past it, by its labels up to a suffix of the question, as the Encoder compresses."""
     wires, packs = state.wires, state.packs
-    fixed = {size: _RR_FIXED.pack(rtype, wire.CLASS_IN, ttl, size)
+    fixed = {size: wire.RR_HEAD.pack(rtype, wire.CLASS_IN, ttl, size)
              for size, rtype in ((4, wire.A), (16, wire.AAAA))}
     # Where each target starts in the message: increasing, so those within reach come first.
     starts = [base + end - len(target_wire) for end, target_wire in zip(ends, wires,

@@ -10,7 +10,6 @@ difference with the SOAs of its two serials itself.
 from __future__ import annotations
 
 import itertools
-import struct
 from collections import deque
 from dataclasses import dataclass
 
@@ -18,7 +17,6 @@ from clusterset_dns import rrs, wire
 from clusterset_dns.cache import Change
 
 _SOA_TYPE = wire.SOA.to_bytes(2, "big")
-_RR_FIXED = struct.Struct("!HHIH")  # type, class, ttl, rdlength
 # A change of more answer keys than this (the first load, a big relist) is not kept:
 # it clears the journal instead, and clients before it get the whole zone, which is
 # about as large as such a difference and costs no memory while waiting.
@@ -92,7 +90,7 @@ def _raw(answer: wire.Answer) -> list[bytes] | None:
 
 def _record(key: bytes, raw: bytes) -> rrs.Record:
     """The record ``raw`` (of _raw) as rrs.answer_records reads it."""
-    rtype, _, ttl, _ = _RR_FIXED.unpack_from(raw, 2)
+    rtype, _, ttl, _ = wire.RR_HEAD.unpack_from(raw, 2)
     return rrs.Record(key[:-4], rtype, ttl, raw[12:])
 
 

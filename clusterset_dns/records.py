@@ -143,8 +143,8 @@ class RecordBuilder:
         self.serve_terminating = serve_terminating
         self._one_address = wire.heads(0, 1, 0, 0)
         self._address_heads = {  # by the address's packed length
-            4: b"\xc0\x0c" + struct.pack("!HHIH", wire.A, wire.CLASS_IN, ttl, 4),
-            16: b"\xc0\x0c" + struct.pack("!HHIH", wire.AAAA, wire.CLASS_IN, ttl, 16),
+            4: b"\xc0\x0c" + wire.RR_HEAD.pack(wire.A, wire.CLASS_IN, ttl, 4),
+            16: b"\xc0\x0c" + wire.RR_HEAD.pack(wire.AAAA, wire.CLASS_IN, ttl, 16),
         }
 
     # -- helpers ---------------------------------------------------------------------
