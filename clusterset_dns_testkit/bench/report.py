@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import shutil
@@ -11,6 +10,7 @@ from typing import Any
 
 from clusterset_dns_testkit.bench.common import CLIENT_CORE, SERVER_CORE, SERVER_CORES_2
 from clusterset_dns_testkit.bench.dnsperf import dnsperf_version
+from clusterset_dns_testkit.bench.results import cpu_model
 
 
 def fmt(v: float | None, spec: str) -> str:
@@ -89,14 +89,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def machine_meta() -> dict[str, Any]:
-    model = "?"
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
     knot = ""
     if shutil.which("knotd"):
         knot = subprocess.run(["knotd", "-V"], capture_output=True, text=True).stdout.strip()
-    return {"kernel": platform.release(), "cpu_model": model, "cpus": os.cpu_count(),
+    return {"kernel": platform.release(), "cpu_model": cpu_model(), "cpus": os.cpu_count(),
             "dnsperf": dnsperf_version(), "knot": knot, "python": platform.python_version()}

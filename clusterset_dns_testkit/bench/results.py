@@ -37,14 +37,16 @@ def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(["python", str(script), *argv[1:]])
 
 
-def machine() -> dict[str, Any]:
-    model = "?"
+def cpu_model() -> str:
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {"cpu_model": model, "cpus": os.cpu_count(), "kernel": platform.release(),
+                return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def machine() -> dict[str, Any]:
+    return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
             "load_average_1m": round(os.getloadavg()[0], 2)}
 
 

@@ -26,6 +26,7 @@ from clusterset_dns_testkit.bench.common import (
 )
 from clusterset_dns_testkit.bench.net import dns_rcode
 from clusterset_dns_testkit.bench.procs import process_tree, start_time
+from clusterset_dns_testkit.bench.results import git_version
 from clusterset_dns_testkit.peers import free_port
 
 
@@ -152,11 +153,7 @@ def start_ours(ctx: Context, workers: int, udp_io: str = "auto") -> Server:
 
 
 def ours_version(ctx: Context) -> str:
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        rev = ""
-    return f"git {rev}" if rev else ""
+    version = git_version(REPO)
+    return "" if version == "?" else version
 
 
