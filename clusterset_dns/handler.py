@@ -53,6 +53,9 @@ _OPCODE = 0x7800  # in the flags word
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
 _MAX_TAILS = 1024  # distinct OPT tails remembered (bounded: they come from clients)
 _UDP_PLAIN = 512  # a UDP answer to a query without EDNS (RFC 1035 4.2.1)
+# The fast path measures a response after its ID against these.
+_ID = 2
+_TCP_ROOM, _UDP_ROOM = TCP_MAX - _ID, _UDP_PLAIN - _ID
 _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 
 # The sender of the datagram being answered, from its transport: called only where
@@ -112,7 +115,7 @@ def _base(question: bytes, tcp: bool) -> int:
 
 def _variant(data: bytes) -> int:
     """The index into ``Answer.heads`` for the query's RD and CD bits (the fast path
-    inlines this very expression once)."""
+    inlines this very expression once, on the bytes after the ID)."""
     return (data[2] & _RD_BIT) | ((data[3] & _CD_BIT) >> 3)
 
 
@@ -136,8 +139,8 @@ class Handler:
         self._counts = self.stats.requests  # one attribute less per answer on the fast path
         self._opt = (self._opt_rr(False), self._opt_rr(True))
         # The last 11 bytes of a query whose only extra record is an option-less OPT
-        # -> (UDP size limit, our OPT). Clients send a handful of distinct ones, so
-        # this replaces parsing the OPT with one look-up.
+        # -> (the UDP size limit less the ID, our OPT, DO). Clients send a handful of
+        # distinct ones, so this replaces parsing the OPT with one look-up.
         self._tails: dict[bytes, tuple[int, bytes, int]] = {}
         # EDE option -> our two OPT records carrying it (DO clear, DO set).
         self._explained_opts: dict[bytes, tuple[bytes, bytes]] = {}
@@ -148,7 +151,7 @@ class Handler:
             return None
         limit = max(_UDP_PLAIN, min((tail[3] << 8) | tail[4], self.cap))
         do = tail[7] >> 7
-        self._tails[tail] = found = (limit, self._opt[do], do)
+        self._tails[tail] = found = (limit - _ID, self._opt[do], do)
         return found
 
     def _opts(self, ede: bytes) -> tuple[bytes, bytes]:
@@ -187,48 +190,59 @@ class Handler:
         """The response to ``data``, or None when nothing must be sent."""
         # A query seen before since the last zone change: its response, but for the ID.
         # The key is every byte after the ID, so any difference (flags, case, EDNS
-        # payload size) is a different key, worked out by answer().
-        hit = self._recall(data[2:])
+        # payload size) is a different key, worked out by fast().
+        rest = data[2:]
+        hit = self._recall(rest)
         if hit is not None:
             self._counts[hit[1]] += 1  # the counter's index, worked out when stored
             return data[:2] + hit[0]
-        return self.answer(data, tcp, peer)
+        tail = self.fast(rest, tcp)
+        if tail is not None:
+            return data[:2] + tail
+        return self.slow(data, tcp, peer)
 
-    def answer(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
-        """:meth:`handle` for a query known to miss the remembered responses (the batched
-        reader looked it up itself): worked out, and remembered when sent over UDP.
+    def fast(self, rest: bytes, tcp: bool) -> bytes | None:
+        """The fast path, for a query known to miss the remembered responses (the
+        batched reader looked it up itself): the response's bytes after the ID for the
+        query's bytes after the ID, ``rest``, or None to take :meth:`slow`.
 
-        On this path the response is ``len(data) + ans.size`` bytes long (the query's
-        question and OPT come back, the answer's body is added), so the size check is
-        one addition; anything larger takes the slow path, which picks a smaller form
-        of the answer (RFC 2181 9)."""
-        size = len(data)
-        if size > 16 and not data[2] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
-            counts = data[4:12]
-            variant = (data[2] & _RD_BIT) | ((data[3] & _CD_BIT) >> 3)  # = _variant(data)
+        On this path the response is as long as the query plus ``ans.size`` (the
+        query's question and OPT come back, the answer's body is added), so the size
+        check is one addition; anything larger takes the slow path, which picks a
+        smaller form of the answer (RFC 2181 9). A response sent over UDP is
+        remembered when the question's name is all lower case: a name in mixed case
+        (DNS 0x20) is not asked the same way again."""
+        size = len(rest)
+        if size > 14 and not rest[0] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
+            counts = rest[2:10]
+            variant = (rest[0] & _RD_BIT) | ((rest[1] & _CD_BIT) >> 3)  # _variant, inlined
             if counts == _ONE_QUESTION:
-                question = data[12:]
+                question = rest[10:]
                 key = question.lower()
                 ans = self.answers.get(key) or self.negatives.get(key) or self._negative(key)
-                if ans is not None and size + ans.size <= (TCP_MAX if tcp else _UDP_PLAIN):
-                    index = (_BASES[tcp][data[-3]] if not data[-4] else _OTHER[tcp]) + ans.rcode
+                if ans is not None and size + ans.size <= (_TCP_ROOM if tcp else _UDP_ROOM):
+                    index = (_BASES[tcp][rest[-3]] if not rest[-4] else _OTHER[tcp]) + ans.rcode
                     self._counts[index] += 1
                     # One join: a chain of + copies the growing prefix at every step.
                     tail = b"".join((ans.heads[variant], question, ans.body))
-                    if not tcp:  # (a TCP answer may be too large for UDP)
-                        self.responses.put(data[2:], tail, index)
-                    return data[:2] + tail
+                    # A TCP answer may be too large for UDP. The name is in lower case when
+                    # the question is, or when only its type's low byte, that of a capital
+                    # letter (HTTPS, 65), was lowered.
+                    if not tcp and (key == question or (
+                            key[-3] != question[-3] and key[:-4] == question[:-4])):
+                        self.responses.put(rest, tail, index)
+                    return tail
             elif counts == _ONE_QUESTION_OPT:
-                tail = data[size - OPT_LEN :]
+                tail = rest[size - OPT_LEN :]
                 edns = self._tails.get(tail) or self._learn(tail)
                 if edns is not None:  # an option-less OPT of EDNS version 0
-                    question = data[12 : size - OPT_LEN]
+                    question = rest[10 : size - OPT_LEN]
                     key = question.lower()
                     ans = (self.answers.get(key) or self.negatives.get(key)
                            or self._negative(key))
-                    if ans is not None and size + ans.size <= (TCP_MAX if tcp else edns[0]):
+                    if ans is not None and size + ans.size <= (_TCP_ROOM if tcp else edns[0]):
                         at = size - OPT_LEN - 4  # the question's type
-                        index = (_BASES[tcp][data[at + 1]] if not data[at] else _OTHER[tcp]) \
+                        index = (_BASES[tcp][rest[at + 1]] if not rest[at] else _OTHER[tcp]) \
                             + ans.rcode
                         opts = ans.opts  # None but for an explained negative (RFC 8914)
                         if opts is None:
@@ -239,9 +253,15 @@ class Handler:
                         self._counts[index] += 1
                         tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
                                          ans.body, opt))
-                        if not tcp:
-                            self.responses.put(data[2:], tail, index)
-                        return data[:2] + tail
+                        if not tcp and (key == question or (
+                                key[-3] != question[-3] and key[:-4] == question[:-4])):
+                            self.responses.put(rest, tail, index)
+                        return tail
+        return None
+
+    def slow(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
+        """The response to ``data`` (a whole message) by the slow path: whatever
+        :meth:`fast` does not answer."""
         try:
             return self._slow(data, tcp, peer)
         except Exception:  # a bug must cost one answer, never the server

@@ -43,7 +43,8 @@ class Counters(Protocol):
 class Remembering(Protocol):
     """A handler that remembers its UDP responses (handler.Handler). A query found in
     ``responses`` is answered here without a call into the handler, and counted as
-    the handler counts it; any other goes to ``answer``, which does not look again."""
+    the handler counts it; any other goes to ``fast`` (which does not look again),
+    and what that leaves to ``slow``."""
 
     @property
     def responses(self) -> Memory: ...
@@ -51,7 +52,12 @@ class Remembering(Protocol):
     @property
     def stats(self) -> Counters: ...
 
-    def answer(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None: ...
+    def fast(self, rest: bytes, tcp: bool, /) -> bytes | None:
+        """The response after its ID to the query whose bytes after the ID are
+        ``rest`` (the ID is the query's), or None: ask ``slow``."""
+
+    def slow(self, data: bytes, tcp: bool, peer: Peer | None = None, /) -> bytes | None:
+        """The whole response to the whole query ``data``, or None: no answer."""
 
 # Datagrams per recvmmsg. A wake-up stops reading once it took this many, so that a
 # flood cannot starve the loop's other work (the watch).
@@ -155,6 +161,11 @@ def load() -> str | None:
     return None
 
 
+def _nothing_fast(rest: bytes, tcp: bool) -> None:
+    """No fast path (a reader given only ``handle``): every datagram goes there."""
+    return None
+
+
 class BatchReader:
     """Answers a UDP socket from the loop's reader callback, a batch per system call.
 
@@ -166,14 +177,16 @@ class BatchReader:
     def __init__(self, sock: socket.socket, handle: Handle,
                  remembering: Remembering | None = None) -> None:
         """``handle`` answers every datagram, or, with ``remembering``, none: that
-        handler's memory and its answer() do."""
+        handler's memory, fast() and slow() do."""
         reason = load()
         if reason is not None:
             raise OSError(errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
         assert _calls is not None
         self.sock = sock
         self.fd = sock.fileno()
-        self.handle: Handle = remembering.answer if remembering else handle
+        self.handle: Handle = remembering.slow if remembering else handle
+        self.fast: Callable[[bytes, bool], bytes | None] = (
+            remembering.fast if remembering else _nothing_fast)
         # What the handler is given to ask for the sender (an IXFR): the datagram being
         # answered is self.current, so that the address is decoded only when asked for.
         self.current = 0
@@ -254,13 +267,15 @@ class BatchReader:
 
         Reply j leaves from tx slot j in two pieces: the 2-byte ID still in receive
         slot j (iovec 2j, set once) and the rest of the response, in place (iovec
-        2j+1). A remembered response is sent as it is stored, without a copy."""
+        2j+1). A remembered response, and one from the handler's fast path, is the
+        response after its ID: sent as it is, without a copy."""
         handle, slots, iov64, tx64 = self.handle, self.slots, self.txiov64, self.tx64
-        sender = self.sender
+        sender, fast = self.sender, self.fast
         recall, counts = self.recall, self.counts
         offset = _DATA_OFFSET
         assert offset is not None
         name_, mmsg64, base2, len2, iov2 = _NAME, _MMSG64, _BASE2, _LEN2, _IOV2  # locals
+        tail: bytes | None
         keep: list[bytes] = []  # the replies must outlive sendmmsg: tx points into them
         append = keep.append
         j = 0  # replies so far; reply j goes to tx slot j, which sends to datagram j's peer
@@ -268,10 +283,13 @@ class BatchReader:
         try:
             for i, size in enumerate(self.rx32[_LEN:_MMSG32 * count:_MMSG32].tolist()):
                 slot = slots[i]
-                hit = recall(slot[2:size].tobytes())
+                rest = slot[2:size].tobytes()
+                hit = recall(rest)
                 if hit is not None:
                     counts[hit[1]] += 1
                     tail = hit[0]
+                    at, length = id(tail) + offset, len(tail)
+                elif (tail := fast(rest, False)) is not None:
                     at, length = id(tail) + offset, len(tail)
                 else:
                     self.current = i

@@ -34,6 +34,11 @@ ClusterSetIP A questions to NODATA questions: AAAA for a headless service or
 one of its endpoints (their endpoints are IPv4 only), so that with the 5%
 NXDOMAIN about 10% of the answers are negative.
 
+The ``0x20`` mix (``queries-0x20.bin``/``.txt``) asks the standard mix's questions,
+in the same order, each name in a random case (as resolvers using DNS 0x20 send
+them, Unbound among them): no question repeats within the file, so a server cannot
+answer a repeat from a memory of whole responses.
+
 ``python bench/gen.py OUTDIR`` writes the files (see there for the options).
 """
 
@@ -58,7 +63,10 @@ NX_PREFIXES = ("missing-", "svc-00001.nons-")  # the names of the NXDOMAIN quest
 MIXES = {  # name -> what the report says of it
     "standard": "80% A, 5% AAAA, 10% SRV, 5% NXDOMAIN",
     "negative": "75% A, 5% AAAA, 10% SRV, 5% NODATA (AAAA of IPv4-only names), 5% NXDOMAIN",
+    "0x20": "the standard mix, every name in random case (DNS 0x20): no query repeats",
 }
+CASE_SEED = 0x20  # mixed into --seed for the 0x20 mix's letter cases
+CASE_TRIES = 1000  # random cases tried for a question before giving up on a distinct one
 
 SVC_PORTS = [
     {"name": "http", "protocol": "TCP", "port": 80},
@@ -170,6 +178,8 @@ class Dataset:
         """The shuffled (qname, qtype) list with the documented mix (see MIXES)."""
         if mix_name not in MIXES:
             raise ValueError(f"unknown query mix {mix_name!r}; known: {', '.join(MIXES)}")
+        if mix_name == "0x20":
+            return mixed_case(self.queries(total, seed), seed)
         rng = random.Random(seed)
         have_hl = bool(self.headless_services)
         if mix_name == "negative" and not have_hl:
@@ -272,6 +282,26 @@ class Dataset:
         return p
 
 
+def mixed_case(questions: list[tuple[str, str]], seed: int) -> list[tuple[str, str]]:
+    """``questions`` with every name's letters in a random case, each (name, type)
+    distinct from every other (a question drawn again gets another case)."""
+    rng = random.Random(seed ^ CASE_SEED)
+    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, str]] = []
+    for name, qtype in questions:
+        for _ in range(CASE_TRIES):
+            bits = rng.getrandbits(len(name))
+            spelled = "".join(c.upper() if bits >> i & 1 else c.lower()
+                              for i, c in enumerate(name))
+            if (spelled, qtype) not in seen:
+                break
+        else:
+            raise ValueError(f"no distinct case left for {name} {qtype}")
+        seen.add((spelled, qtype))
+        out.append((spelled, qtype))
+    return out
+
+
 def ns_name(i: int) -> str:
     return f"ns-{i:02d}"
 
@@ -312,7 +342,7 @@ def write_queries(outdir: Path, ds: Dataset, total_queries: int, seed: int,
         f.writelines(f"{n} {t}\n" for n, t in qs)
     with open(binary, "wb") as f:
         f.writelines(binary_file(qs, seed))
-    nx = sum(1 for n, _ in qs if n.startswith(NX_PREFIXES)) / len(qs)
+    nx = sum(1 for n, _ in qs if n.lower().startswith(NX_PREFIXES)) / len(qs)
     return {"queries_txt": str(txt), "queries_bin": str(binary), "nx_share": nx,
             "n_queries": len(qs)}
 

@@ -3,18 +3,24 @@ dns-version, empty non-terminals, NXDOMAIN vs NODATA, case handling."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+
 import pytest
 
 from .csdns_testlib import (
     DNS_VERSION_TTL,
+    OBJECTS_DIR,
     SOA,
     ZONE,
     Dig,
+    ServerProcess,
     a_records,
     check,
     check_nodata,
     check_nxdomain,
     rr,
+    run_dig,
     svc,
 )
 
@@ -198,3 +204,33 @@ def test_case_insensitive_apex(dig: Dig, qname: str) -> None:
     check(res)
     assert len(res.answer) == 1 and res.answer[0].lower() == SOA.lower(), res.describe()
     assert res.answer[0].split()[0] == qname, res.describe()
+
+
+@pytest.mark.own_server
+def test_0x20_questions_get_their_own_case_back_from_two_workers(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    """Resolvers using DNS 0x20 (Unbound) spell every name in a random case. With two
+    workers (the kernel spreads dig's source ports over both), each spelling, asked
+    twice, with and without EDNS, gets its own question and owner names back and the
+    right records; so does the lower-case name asked between them (which may come
+    from the remembered responses), and a lower-case name asked for a type whose low
+    byte is a capital letter's (HTTPS, 65)."""
+    srv = start_server(OBJECTS_DIR, "--workers", "2")
+    rng = random.Random(0x20)
+    hello = "hello.conf.svc.clusterset.local."
+    for turn in range(8):
+        spelled = "".join(c.upper() if rng.getrandbits(1) else c for c in hello)
+        for qname in (spelled, spelled, hello):
+            opts = ("+edns=0",) if turn % 2 else ("+noedns",)
+            res = run_dig(srv.host, srv.port, qname, "A", *opts)
+            check(res, answer=a_records(qname, ["10.42.0.10"]))
+            assert res.question == [f"{qname} IN A"], res.describe()
+        missing = "".join(c.upper() if rng.getrandbits(1) else c for c in svc("nosuch"))
+        res = run_dig(srv.host, srv.port, missing, "A")
+        check_nxdomain(res)
+        assert res.question == [f"{missing} IN A"], res.describe()
+    for _ in range(2):
+        res = run_dig(srv.host, srv.port, hello, "TYPE65")
+        check_nodata(res)
+        assert res.question == [f"{hello} IN HTTPS"], res.describe()

@@ -170,3 +170,17 @@ def test_a_zone_change_empties_the_memory_the_handler_and_reader_hold() -> None:
     cache.apply([SetSynced(False)])
     assert held(key) is None and len(cache.zone.responses) == 0
     assert cache.zone.responses.used == 0
+
+
+def test_only_names_in_lower_case_are_remembered() -> None:
+    """A name in mixed case (DNS 0x20: every query spelled anew) is answered by the
+    fast path every time, never stored; a name in lower case is stored, also for a type
+    whose low byte is a capital letter's (HTTPS, 65: bytes.lower() changes it)."""
+    handler = fresh()
+    for qname, qtype, stored in ((WEB.upper(), "A", 0), ("wEb.pRoD." + Z, "A", 0),
+                                 (TYPO.capitalize(), "A", 0), (WEB, "HTTPS", 1),
+                                 (WEB, "A", 2), (TYPO, "A", 3)):
+        for edns in (None, 0):
+            data = query(qname, qtype, edns=edns)
+            assert handler.handle(data, False) == handler._slow(data, False)
+        assert len(handler.zone.responses) == stored * 2, qname
