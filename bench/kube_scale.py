@@ -48,6 +48,8 @@ from clusterset_dns_testkit.bench.apiload import (
 )
 from clusterset_dns_testkit.peers import KubeAPI
 
+CRDS = "mcs-api-v0.5.0"
+
 
 def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any]:
     """One load of a fresh API server, our start, propagation, CoreDNS's start;
@@ -60,9 +62,11 @@ def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any
                                            "endpoints_per_headless": args.endpoints}}
     if scale is not None:
         results["scale"] = scale
+    if args.crds != CRDS:
+        results["crds"] = args.crds
     with KubeAPI() as api:
         args.workdir = api.dir
-        api.install_crds(["mcs-api-v0.5.0"])
+        api.install_crds([args.crds])
         results["load_s"] = load(api, args.imports, args.headless, args.endpoints)
         results["apiserver_etcd_rss_mib"] = api_memory_mib(api)
         print(f"loaded {args.imports + args.headless} imports, "
@@ -99,6 +103,9 @@ def main() -> int:
     cli.add_out(parser)
     parser.add_argument("--runs", type=int, default=1,
                         help="measure this many times, each on a freshly loaded API server (1)")
+    parser.add_argument("--crds", default=CRDS,
+                        help="the mcs-api CRD set to install: a released set's name or a "
+                             f"directory of CRD files ({CRDS})")
     parser.add_argument("--scale", type=sizes,
                         help="comma-separated multiples of --imports and --headless (1,3,10): "
                              "--runs runs of each, smallest first")
