@@ -5,7 +5,8 @@ resource (and per namespace with --namespace).
   this reflector had but the list no longer has (a relist after 410 Gone
   removes what disappeared meanwhile);
 - a watch with bookmarks from the list's resourceVersion; a stream that ends
-  is resumed from the last resourceVersion seen; 410 Gone means relist;
+  is resumed from the last resourceVersion seen; 410 Gone means relist; a stream
+  silent (not even a bookmark) for --inactivity-timeout is dropped and resumed;
 - before a watch is resumed, a one-object list asks the API server for its
   current resourceVersion: one lower than ours means its storage went back in
   time (etcd restored from a backup; the watch would wait silently for a
@@ -24,6 +25,9 @@ keeps being served. A bad object is invalid: counted and skipped. Anything else
 is a bug: logged with its traceback, counted as reason="bug", and the reflector
 starts over with a full relist that rebuilds every service it feeds, so that
 an update aborted half way does not leave answers half built.
+
+Time (back-off, jitter, the inactivity and relist timers) is the injected
+:class:`clock.Clock`'s.
 """
 
 from __future__ import annotations
