@@ -4,9 +4,9 @@ The snapshot copies the keys and the answers in one synchronous step (two
 lists: 16 bytes a key, against 72 for a list of pairs): answers are immutable
 and an update replaces them, so a transfer that yields to the loop between
 messages never sees a later change. Transfers of one version of the zone share
-its snapshot (see :mod:`xfr`). Records are decoded from the
-stored answers (:mod:`rrs`) as they are sent, so a transfer carries exactly
-the records ``dump`` prints, and a large zone is not decoded all at once.
+its snapshot (see :mod:`xfr`). A transfer sends the answer sections of the
+stored answers (copied, or decoded by :mod:`rrs`) as it goes, so it carries
+exactly the records ``dump`` prints, and a large zone is never decoded at once.
 """
 
 from __future__ import annotations

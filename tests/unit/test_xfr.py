@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from ipaddress import ip_address, ip_network
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
-from clusterset_dns import rrs, xfr, zonedata
+from clusterset_dns import rrs, wire, xfr, zonedata
 from clusterset_dns.cache import Cache, PutImport, PutSlice, SetSerial, SetSynced
 from clusterset_dns.journal import Journal
 from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
@@ -185,6 +186,43 @@ def test_axfr_splits_into_messages_under_64k_each_decoded_by_dnspython() -> None
     want = {rrs.record_text(r) for r in rrs.zone_records(cache.zone.answers)}
     assert {" ".join(line.split()) for line in got} == {" ".join(w.split()) for w in want}
     assert len(got) == len(want) + 1  # every record once, the SOA twice
+
+
+def test_axfr_copies_stored_answers_and_decodes_only_what_it_must(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zone's RRsets are copied from the stored answers, their owners compressed;
+    only an answer whose bytes hold the owner pointer elsewhere (an address with
+    C0 0C in it) and the apex SOA/NS are decoded. dnspython reads the zone back."""
+    cache, journal = journaled()
+    cache.apply([PutImport(("ns", "odd"), ServiceImport(
+        "ns", "odd", ServiceType.CLUSTER_SET_IP, (ip_address("192.12.192.12"),), HTTP))])
+    for i in range(4):  # RRsets past a message's 16 KiB, one alone over 16 KiB
+        count = 1200 if i == 2 else 300
+        cache.apply(headless(f"s{i}", [f"10.{i}.{j // 250}.{j % 250 + 1}"
+                                       for j in range(count)]))
+    decoded: list[bytes] = []
+    real = rrs.answer_records
+
+    def noting(key: bytes, answer: wire.Answer) -> Iterator[rrs.Record]:
+        decoded.append(key)
+        return real(key, answer)
+
+    monkeypatch.setattr(rrs, "answer_records", noting)
+    messages = transfer(cache, journal, dns.message.make_query("clusterset.local", "AXFR"))
+    monkeypatch.setattr(rrs, "answer_records", real)
+    assert sorted({int.from_bytes(key[-4:-2]) for key in decoded}) == [
+        wire.A, wire.NS, wire.SOA]
+    assert [key[:-4] for key in decoded if key[-4:-2] == b"\x00\x01"] == [
+        b"\x03odd\x02ns\x03svc\x0aclusterset\x05local\x00"]
+    got = lines(messages)
+    want = {rrs.record_text(r) for r in rrs.zone_records(cache.zone.answers)}
+    assert {" ".join(line.split()) for line in got} == {" ".join(w.split()) for w in want}
+    assert len(got) == len(want) + 1
+    sizes = [len(m.to_wire()) for m in messages]
+    assert len(messages) > 3 and max(sizes) > 16384 and max(sizes) <= 65535
+    raw = sum(len(r.name.to_wire()) + 10 + len(rd.to_wire())
+              for m in messages for r in m.answer for rd in r)
+    assert sum(sizes) < raw * 0.7  # owners compressed (measured: 0.58)
 
 
 def test_ixfr_answers_the_difference_and_falls_back_to_axfr_form() -> None:
