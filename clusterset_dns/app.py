@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clusterset_dns import convert, logs, metrics, workers
+from clusterset_dns import convert, logs, metrics, serials, workers
 from clusterset_dns.cache import (
     Cache,
     Op,
@@ -145,13 +145,14 @@ class Sink:
     process's apply raises (a bug), the workers do not get the update; the source's
     recovery (a relist that rebuilds) reaches them all.
 
-    The serial steps at most once a second and never runs ahead of the clock (unix
-    time): an update that comes while the serial already holds this second waits for
-    the next one (at most a second), with every other update of that second, and
-    all of them are one step: one serial, one journal difference, one NOTIFY. The
-    update that completes the first sync is applied at once (start-up does not wait)
-    and steps one past the clock (see Cache._rebuild_all): above every serial a
-    previous run or another replica handed out, which were at most their clock."""
+    The serial steps at most once a tick (:mod:`serials`: 1/20 s) and never runs
+    ahead of the clock: an update that comes while the serial already holds this
+    tick waits for the next one (at most a tick), with every other update of that
+    tick, and all of them are one step: one serial, one journal difference, one
+    NOTIFY. The update that completes the first sync is applied at once (start-up
+    does not wait) and steps a second past the clock (see Cache._rebuild_all): above
+    every serial a previous run or another replica handed out, which were at most
+    their clock."""
 
     def __init__(self, cache: Cache, pool: workers.WorkerPool, meters: metrics.Metrics,
                  on_serial: Callable[[], None] = lambda: None) -> None:
@@ -164,18 +165,19 @@ class Sink:
         # The start-up window (see serve): the cyclic collector is off, and the first
         # sync freezes what the load left without a full collection.
         self.starting = False
-        self.held: list[Op] = []  # updates waiting for the next second
+        self.held: list[Op] = []  # updates waiting for the next tick
         self._timer: asyncio.TimerHandle | None = None
 
     def apply(self, ops: list[Op]) -> None:
         completes_sync = not self.synced.is_set() and any(
             isinstance(op, SetSynced) and op.synced for op in ops)
-        if not completes_sync and int(self.clock()) <= self.cache.zone.serial:
+        now = self.clock()
+        if not completes_sync and not serials.after(serials.at(now), self.cache.zone.serial):
             self.held.extend(ops)
             if self._timer is None:
-                # The next second of the clock; at most a second whatever the serial
-                # (a clock set back must not hold answers for longer).
-                wait = min(1.0, self.cache.zone.serial + 1 - self.clock())
+                # The clock's next serial; at most a second whatever the serial (a
+                # clock set back must not hold answers for longer).
+                wait = min(1.0, serials.wait(self.cache.zone.serial, now))
                 self._timer = asyncio.get_running_loop().call_later(
                     max(0.0, wait) + 0.001, self.flush)
             return

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from clusterset_dns import delta, names, truncate, wire
+from clusterset_dns import delta, names, serials, truncate, wire
 from clusterset_dns.model import (
     IP,
     EndpointSlice,
@@ -255,7 +255,7 @@ class Cache:
         the same update rejected (the result still reports it). ``cluster_id`` and
         ``topology_zone``: where the server runs, as configured (changed later by ops);
         ``node_name`` and ``serve_terminating``: as configured, never changed.
-        ``clock``: unix time, for the serial.
+        ``clock``: unix time, for the serial (:mod:`serials`).
 
         ``on_change``: a journal's (IXFR), called after every serial change with the
         answer keys that changed; None keeps updates free of that bookkeeping. None
@@ -300,7 +300,7 @@ class Cache:
         self._headless: dict[ObjectKey, delta.Headless] = {}
         self._touched: dict[ObjectKey, set[ObjectKey]] = {}  # their slices changed since
         self._may_start = False  # the rebuild in progress may start a delta.Headless
-        self._set_serial(int(clock()))
+        self._set_serial(serials.at(clock()))
 
     # -- applying changes ----------------------------------------------------------------
 
@@ -580,14 +580,14 @@ class Cache:
                 self._failed.add(service)
             else:
                 self._failed.discard(service)
-        # Time-based and always increasing (RFC 1982 arithmetic never sees a step back).
-        # app.Sink applies updates at most once a second, so this is the clock's second.
-        # The sync steps one past it: every serial a previous run of this server (or
-        # another replica) handed out was at most its clock, so a restart, however
-        # quick, starts above them; the next update then waits for the clock.
-        ahead = 1 if syncing else 0
-        self._set_serial(forced if forced is not None
-                         else max(self.zone.serial + 1, int(self.clock()) + ahead))
+        # The clock's serial, always increasing (RFC 1982 arithmetic never sees a step
+        # back). app.Sink applies updates at most once a tick, so this is the clock's
+        # tick. The sync steps a second past it: every serial a previous run of this
+        # server (or another replica) handed out was at most its clock, so a restart,
+        # however quick, starts above them; the next update then waits for the clock.
+        ahead = serials.TICKS if syncing else 0
+        self._set_serial(forced if forced is not None else serials.later(
+            (serials.at(self.clock()) + ahead) & 0xFFFFFFFF, self.zone.serial + 1))
         stamp = (self.zone.serial, time.time())  # one tuple for the whole update
         for service in dirty:
             if service in self._built:

@@ -34,7 +34,9 @@ TIMEOUT = 2.0  # seconds to wait for one acknowledgement
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 60.0
 ATTEMPTS = 10  # about ten minutes of tries at most, then the next change tries again
-COALESCE = 0.05  # seconds a change waits for the rest of its burst
+# Seconds a change waits for the rest of its burst: none, the serial already steps at
+# most once a tick (serials.TICKS), and a wait would only delay the secondaries.
+COALESCE = 0.0
 
 
 class Notifier:

@@ -26,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "records": {"model", "names", "reasons", "truncate", "wire"},
     "truncate": {"wire"},
     "responses": set(),
-    "cache": {"delta", "model", "names", "records", "responses", "truncate", "wire"},
+    "serials": set(),
+    "cache": {"delta", "model", "names", "records", "responses", "serials", "truncate", "wire"},
     "delta": {"model", "names", "reasons", "records", "truncate", "wire"},
     "stats": set(),
     "handler": {"cache", "records", "stats", "truncate", "wire"},
@@ -57,8 +58,8 @@ ALLOWED: dict[str, set[str]] = {
     "xfr": {"cache", "config", "journal", "rrs", "wire", "zonedata"},
     "notify": {"clock", "config"},
     "app": {"cache", "config", "convert", "events", "explain", "handler", "health", "journal",
-            "locality", "logs", "manifests", "metrics", "names", "notify", "server", "stats",
-            "watch", "workers", "xfr"},
+            "locality", "logs", "manifests", "metrics", "names", "notify", "serials", "server",
+            "stats", "watch", "workers", "xfr"},
     "cli": {"__version__", "app", "config", "dump", "offline"},
 }
 

@@ -1,13 +1,13 @@
-"""The serial steps at most once a second and never runs ahead of the clock (app.Sink):
-updates within a second wait for the next one and are one step, one journal
-difference. The clock is the seam: a test clock moves by hand."""
+"""The serial steps at most once a tick (1/serials.TICKS s) and never runs ahead of the
+clock (app.Sink): updates within a tick wait for the next one and are one step, one
+journal difference. The clock is the seam: a test clock moves by hand."""
 
 from __future__ import annotations
 
 import asyncio
 from ipaddress import ip_address
 
-from clusterset_dns import app, workers
+from clusterset_dns import app, serials, workers
 from clusterset_dns.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.config import Config
 from clusterset_dns.journal import Journal
@@ -16,7 +16,8 @@ from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, S
 from clusterset_dns.names import ZoneNames
 
 HTTP = (Port("http", "tcp", 80),)
-START = 2_000_000_000.25  # the test clock's start (unix time)
+START = 2_000_000_000.01  # the test clock's start (unix time), early in a tick
+TICK = 1.0 / serials.TICKS
 
 
 def headless(name: str, addresses: list[str]) -> list[Op]:
@@ -44,31 +45,36 @@ def sink() -> tuple[app.Sink, Cache, Journal, Clock, list[int]]:
             journal, clock, notified)
 
 
-def test_updates_within_a_second_wait_for_the_next_and_are_one_step() -> None:
+def test_updates_within_a_tick_wait_for_the_next_and_are_one_step() -> None:
     async def main() -> None:
         s, cache, journal, clock, notified = sink()
         s.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])  # the first sync: at once
         first = cache.zone.serial
-        assert first == int(clock()) + 1  # one past the clock: above any previous run's
-        clock.now += 1.0  # the sync's second: held
+        # A second past the clock: above any previous run's (their clocks agreeing).
+        assert first == serials.at(clock()) + serials.TICKS
+        clock.now += 0.5  # still before the sync's serial: held
         s.apply(headless("web", ["10.0.0.9"]))
         assert s.held and cache.zone.serial == first
-        clock.now += 1.0  # past it: applied at once (with what was held)
+        clock.now += 0.6  # past it: applied at once (with what was held)
         s.apply(headless("web", ["10.0.0.2"]))
         second = cache.zone.serial
-        assert second == int(clock()) and not s.held
-        clock.now += 0.3  # the same second: held
+        assert second == serials.at(clock()) and not s.held
+        clock.now += TICK * 0.3  # the same tick: held
         s.apply(headless("web", ["10.0.0.3"]))
         s.apply(headless("api", ["10.0.1.1"]))
         assert cache.zone.serial == second and len(s.held) == 4
-        clock.now += 0.7  # the next second (the timer's moment): one step for both
+        clock.now += TICK * 0.7  # the next tick (the timer's moment): one step for both
         s.flush()
-        assert cache.zone.serial == second + 1 == int(clock())
+        assert cache.zone.serial == second + 1 == serials.at(clock())
         diffs = journal.since(second, cache.zone.serial)
         assert diffs is not None and len(diffs) == 1
         assert notified == [first, second, second + 1]
         chain = journal.since(first, cache.zone.serial)  # the held update and the next
         assert chain is not None and len(chain) == 2  # one: one step
+        # An update a tick or more after the last step is applied at once: no wait.
+        clock.now += TICK * 1.5
+        s.apply(headless("web", ["10.0.0.4"]))
+        assert not s.held and cache.zone.serial == serials.at(clock())
 
     asyncio.run(main())
 
@@ -84,19 +90,48 @@ def test_an_update_storm_never_puts_the_serial_ahead_of_the_clock() -> None:
         steps = set()
         for i in range(300):
             clock.now += 0.01
-            if s.held and int(clock()) > cache.zone.serial:
+            if s.held and serials.after(serials.at(clock()), cache.zone.serial):
                 s.flush()  # what the timer does once the clock passes the serial
             s.apply(headless("web", [f"10.1.{i // 250}.{i % 250 + 1}"]))
-            assert cache.zone.serial <= int(clock())
+            assert not serials.after(cache.zone.serial, serials.at(clock()))
             steps.add(cache.zone.serial)
         clock.now += 1.0
         s.flush()
-        assert cache.zone.serial <= int(clock())
-        assert len(steps | {cache.zone.serial}) <= 5  # about one step a second
+        assert not serials.after(cache.zone.serial, serials.at(clock()))
+        assert len(steps | {cache.zone.serial}) <= 3 * serials.TICKS + 2  # one a tick
         # Every step is in the journal, one chain: IXFR from any of them works.
         assert journal.since(synced, cache.zone.serial)
 
     asyncio.run(main())
+
+
+def test_the_serial_is_unix_seconds_at_its_epoch_and_wraps_as_rfc_1982_says() -> None:
+    assert serials.at(serials.EPOCH) == serials.EPOCH
+    assert serials.at(serials.EPOCH + 1.0) == serials.EPOCH + serials.TICKS
+    assert serials.at(serials.EPOCH + 0.99 / serials.TICKS) == serials.EPOCH
+    # Above unix seconds (what the serial was before it counted ticks) for 3.5 years.
+    for years in (0.01, 1, 3.5):
+        unix = serials.EPOCH + years * 365 * 86400
+        assert serials.after(serials.at(unix), int(unix))
+    # The 32 bits wrap: still a step forward, and the Sink's wait is one tick.
+    wrap = serials.EPOCH + (2**32 - serials.EPOCH) / serials.TICKS
+    before, across = serials.at(wrap - TICK / 2), serials.at(wrap + TICK / 2)
+    assert before == 2**32 - 1 and across == 0 and serials.after(across, before)
+    assert serials.later(across, before) == across == serials.later(before, across)
+    assert abs(serials.wait(before, wrap - TICK / 2) - TICK / 2) < 1e-6
+    assert serials.wait(before, wrap + TICK / 2) == 0.0
+
+
+def test_a_restart_past_the_wrap_steps_forward() -> None:
+    """The sync's serial is the clock's plus a second, taken modulo 2**32: after the
+    wrap it is a small number, and RFC 1982 makes it the later one."""
+    clock = Clock()
+    clock.now = serials.EPOCH + (2**32 - serials.EPOCH) / serials.TICKS - 0.5
+    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock)
+    start = cache.zone.serial
+    cache.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
+    assert cache.zone.serial < start and serials.after(cache.zone.serial, start)
+    assert cache.zone.serial == (serials.at(clock()) + serials.TICKS) % 2**32
 
 
 def test_the_timer_applies_held_updates_within_a_second() -> None:
@@ -125,7 +160,7 @@ def test_the_update_completing_the_first_sync_is_never_held() -> None:
         s.apply([SetSynced(True)])  # the sync: everything at once
         assert not s.held and cache.zone.synced and s.synced.is_set()
         assert any(b"10-0-0-1" in key for key in cache.zone.answers)
-        assert cache.zone.serial == int(clock()) + 1  # at most one ahead, for this second
+        assert cache.zone.serial == serials.at(clock()) + serials.TICKS  # a second ahead
 
     asyncio.run(main())
 
