@@ -272,13 +272,66 @@ def _kube_table(runs: list[Result]) -> list[str]:
     return lines
 
 
+def _xfr(x: Result) -> str:
+    return f"{x['seconds']:.2f} s, {x['bytes'] / 1e6:.1f} MB in {x['messages']:,} messages"
+
+
+_STAGES = {"write_to_primary": "write to our answer (API, watch, serial step)",
+           "primary_to_notify": "our answer to NOTIFY acknowledged",
+           "notify_to_ixfr": "NOTIFY to IXFR served (Knot's SOA check, IXFR)",
+           "ixfr_to_knot": "IXFR served to Knot's answer (Knot's apply)"}
+
+
+def _xfr_sizes(path: Path, result: Result, root: Path) -> list[str]:
+    """The newest run of each size (``--scale``) among the full results of the folder."""
+    newest: dict[float, tuple[str, Path, Result]] = {}
+    for other in sorted(path.parent.glob("*.json")):
+        r = res.load(other)
+        if r["quick"] or "sizes" not in r["data"]:
+            continue
+        for size in r["data"]["sizes"]:
+            if size["scale"] not in newest or newest[size["scale"]][0] <= r["date"]:
+                newest[size["scale"]] = (r["date"], other, size)
+    lines = [*_facts(path, result, root),
+             "- each size: that many ClusterSetIP imports and headless imports x endpoints "
+             "in a fresh kube-apiserver; Knot as the secondary fed by NOTIFY + IXFR; AXFR "
+             "timed with `dig` (ours before and after Knot's, the better shown), Knot's of "
+             "the same zone in the same run", "",
+             "| size | records | clusterset-dns AXFR | Knot AXFR | ours / Knot | "
+             "API write to Knot's answer p50 / p90 / p99 | run (load average) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for scale in sorted(newest):
+        date, file, d = newest[scale]
+        o = d["objects"]
+        ours = min((x for x in (d["axfr_ours"], d.get("axfr_ours_again")) if x),
+                   key=lambda x: x["seconds"])
+        knot = d["axfr_knot"]
+        p = d.get("propagation_to_knot") or {}
+        latency = (f"{p['p50_ms']:.0f} / {p['p90_ms']:.0f} / {p['p99_ms']:.0f} ms"
+                   if p.get("p50_ms") is not None else "-")
+        lines.append(f"| {scale:g}x: {o['imports']:,} + {o['headless']:,} x "
+                     f"{o['endpoints_per_headless']} | {ours['records']:,} | {_xfr(ours)} | "
+                     f"{_xfr(knot)} | {ours['seconds'] / knot['seconds']:.2f} | {latency} | "
+                     f"[{date}]({os.path.relpath(file.resolve(), root)}) "
+                     f"({d.get('load_average', 0):.1f}) |")
+    lines += ["", "Where the time of an API write to Knot's answer goes (medians over the "
+              "writes, each write timed where it shows: our answer, our log's NOTIFY "
+              "acknowledgement and IXFR, Knot's answer):", "",
+              "| size | " + " | ".join(_STAGES.values()) + " |",
+              "| --- |" + " ---: |" * len(_STAGES)]
+    for scale in sorted(newest):
+        b = (newest[scale][2].get("propagation_to_knot") or {}).get("breakdown_p50_ms", {})
+        lines.append(f"| {scale:g}x | " + " | ".join(
+            f"{b[k]:.0f} ms" if k in b else "-" for k in _STAGES) + " |")
+    return lines
+
+
 def _xfr_section(path: Path, result: Result, root: Path) -> list[str]:
     d = result["data"]
+    if "sizes" in d:
+        return _xfr_sizes(path, result, root)
     o = d["objects"]
-
-    def xfr(x: Result) -> str:
-        return (f"{x['seconds']:.2f} s, {x['bytes'] / 1e6:.1f} MB in {x['messages']:,} "
-                f"messages")
+    xfr = _xfr
     lines = [*_facts(path, result, root),
              f"- {o['imports']:,} ClusterSetIP imports + {o['headless']:,} headless x "
              f"{o['endpoints_per_headless']} endpoints through a real kube-apiserver; Knot "
