@@ -101,7 +101,8 @@ def soa_serial(port: int, sock: socket.socket) -> int | None:
         reply = DNSRecord.parse(sock.recv(65535))
     except TimeoutError:
         return None
-    return int(reply.rr[0].rdata.times[0]) if reply.rr else None
+    times = getattr(reply.rr[0].rdata, "times", None) if reply.rr else None  # a late A reply
+    return int(times[0]) if times else None
 
 
 def server_events(log: Path) -> dict[str, list[tuple[int, float]]]:
@@ -195,8 +196,10 @@ def propagation(api: Any, port: int, knot_port: int, log: Path,
         serial = item.get("serial")
         if serial is None:
             continue
-        notified = first_at_or_after(events["notify"], serial, item["start"])
-        served = first_at_or_after(events["ixfr"], serial, item["start"])
+        # The first NOTIFY after our answer changed, the first IXFR after that NOTIFY.
+        notified = first_at_or_after(events["notify"], serial, item["primary"])
+        served = (first_at_or_after(events["ixfr"], serial, notified)
+                  if notified is not None else None)
         if notified is None or served is None:
             continue
         stages["write_to_primary"].append(item["primary"] - item["start"])
