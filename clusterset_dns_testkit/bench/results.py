@@ -28,13 +28,24 @@ BENCHMARKS = ("run", "kube_scale", "xfr_scale", "startup", "storm", "locality", 
               "fat_objects", "xfr_load", "change_cost")
 
 
+def portable(text: str) -> str:
+    """``text`` with this machine's own paths spelt for any machine: the checkout as
+    ``.`` and the home directory as ``~``, so a published result names no directory
+    that exists only here."""
+    for path, name in ((str(REPO), "."), (str(Path.home()), "~")):
+        if len(path) > 1:
+            text = text.replace(path.rstrip("/") + "/", name + "/")
+    return text
+
+
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as a user types it from the repository root: ``python bench/x.py ...``."""
+    """The command as a user types it from the repository root: ``python bench/x.py ...``
+    (paths under the checkout or the home directory written relative to them)."""
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
     with contextlib.suppress(ValueError):
         script = script.resolve().relative_to(REPO)
-    return shlex.join(["python", str(script), *argv[1:]])
+    return portable(shlex.join(["python", str(script), *argv[1:]]))
 
 
 def cpu_model() -> str:
