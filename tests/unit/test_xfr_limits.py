@@ -266,8 +266,24 @@ def test_transfers_of_one_version_share_one_snapshot(monkeypatch: pytest.MonkeyP
     query = dns.message.make_query(ZONE, "AXFR").to_wire()
 
     async def main() -> None:
-        coros = [transfers.start(query, "127.0.0.1", Collect()) for _ in range(5)]
-        await asyncio.gather(*[c for c in coros if c is not None])
+        # Every transfer waits at its first message until all five have begun, so the
+        # five run at once however fast one alone would finish (a small zone fits one
+        # turn: a transfer that ended gives its snapshot up, rightly).
+        everyone = asyncio.Event()
+        begun: set[int] = set()
+
+        class Gated(Collect):
+            async def send(self, message: bytes) -> None:
+                begun.add(id(self))
+                if len(begun) == 5:
+                    everyone.set()
+                await everyone.wait()
+                await super().send(message)
+
+        senders = [Gated() for _ in range(5)]
+        coros = [transfers.start(query, "127.0.0.1", s) for s in senders]
+        await asyncio.wait_for(asyncio.gather(*[c for c in coros if c is not None]), 30)
+        assert all(s.messages == senders[0].messages for s in senders)
 
     asyncio.run(main())
     assert taken == 1
