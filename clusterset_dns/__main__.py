@@ -1,3 +1,3 @@
-from clusterset_dns.cli import main
+from clusterset_dns.process.cli import main
 
 raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Raw Kubernetes API objects as a controller writes them (plain dicts): ServiceImports
 in each layout, EndpointSlices with the MCS labels, ClusterProperties. The one builder
-of the unit tests (through clusterset_dns.convert), the API tests, the benchmark and
+of the unit tests (through clusterset_dns.sources.convert), the API tests, the benchmark and
 the cluster tests; a field left as None is left out of the object."""
 
 from __future__ import annotations

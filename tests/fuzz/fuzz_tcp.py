@@ -22,7 +22,7 @@ import atheris
 from zone import build_handler, instrumented, seed_corpus, tcp_seeds
 
 with instrumented():
-    from clusterset_dns import server
+    from clusterset_dns.serving import server
 
 HANDLER = build_handler()
 DNS = server.DNSServer(HANDLER.handle, [], 10.0, max_tcp_connections=4)  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns.cli import build_parser, to_config
+from clusterset_dns.process.cli import build_parser, to_config
 from clusterset_dns_testkit.helm import (
     CHART,
     chart_objects,

@@ -62,7 +62,7 @@ def test_only_the_events_overlay_grants_events_and_leases() -> None:
     """deploy/overlays/events (rendered by the real kubectl): forward-target's objects,
     --events on the server, and RBAC for Events and the one Lease; no other overlay
     grants either."""
-    from clusterset_dns.cli import build_parser, to_config
+    from clusterset_dns.process.cli import build_parser, to_config
     from clusterset_dns_testkit.helm import overlay_objects
 
     def grants(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import dns.message
 import dns.rcode
 
-from clusterset_dns.responses import BUDGET
+from clusterset_dns.zone.responses import BUDGET
 from clusterset_dns_testkit.dnsserver import ServerProcess
 
 NAME = "abcdefghijklmnopqrst.bulk.svc.clusterset.local."

@@ -25,11 +25,11 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-from clusterset_dns import convert
-from clusterset_dns.cache import Cache, ReplaceImports, ReplaceSlices, SetSynced
-from clusterset_dns.config import Config
-from clusterset_dns.handler import Handler
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.process.config import Config
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.cache import Cache, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.zone.names import ZoneNames
 
 ZONE = "clusterset.local"
 

@@ -14,8 +14,8 @@ import dns.flags
 import dns.rcode
 import pytest
 
-from clusterset_dns.cache import SetSynced
-from clusterset_dns.handler import Handler
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.zone.cache import SetSynced
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, SOA, ask, build_cache, cookie, query, rcode_name, soa

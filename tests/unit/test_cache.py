@@ -8,8 +8,9 @@ from typing import Any
 import dns.rcode
 import pytest
 
-from clusterset_dns import convert
-from clusterset_dns.cache import (
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.cache import (
     Cache,
     Op,
     PutImport,
@@ -19,8 +20,7 @@ from clusterset_dns.cache import (
     ReplaceSlices,
     SetSynced,
 )
-from clusterset_dns.handler import Handler
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, SOA, ask, build_cache, query, rcode_name
@@ -438,8 +438,8 @@ def test_rejections_are_logged_by_the_parent_only(log_rejected: bool,
     bad = endpoint_slice("hl-a", LONG_SVC, namespace=LONG_NS, cluster="c" * 63,
                          endpoints=[endpoint("10.8.4.2", hostname="h" * 63)])
     cache = Cache(ZoneNames("clusterset.local"), 5, log_rejected=log_rejected)
-    with caplog.at_level(logging.WARNING, logger="clusterset_dns.cache"):
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.zone.cache"):
         applied = cache.apply([slice_op(bad)])
     assert [(r.key, r.served) for r in applied.rejected] == [((LONG_NS, "hl-a"), False)]
-    logged = [r.getMessage() for r in caplog.records if r.name == "clusterset_dns.cache"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "clusterset_dns.zone.cache"]
     assert len(logged) == (1 if log_rejected else 0), logged

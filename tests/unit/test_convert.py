@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import convert
-from clusterset_dns.model import Endpoint, Port, ServiceType
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.model import Endpoint, Port, ServiceType
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 

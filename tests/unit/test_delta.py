@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterset_dns import delta, rrs
-from clusterset_dns.cache import (
+from clusterset_dns.transfers.journal import Journal, diff_of
+from clusterset_dns.zone import delta, rrs
+from clusterset_dns.zone.cache import (
     Cache,
     Change,
     Op,
@@ -33,8 +34,7 @@ from clusterset_dns.cache import (
     SetClusterId,
     SetSynced,
 )
-from clusterset_dns.journal import Journal, diff_of
-from clusterset_dns.model import (
+from clusterset_dns.zone.model import (
     Endpoint,
     EndpointSlice,
     ObjectKey,
@@ -43,8 +43,8 @@ from clusterset_dns.model import (
     ServiceImport,
     ServiceType,
 )
-from clusterset_dns.names import ZoneNames, to_wire
-from clusterset_dns.wire import Answer
+from clusterset_dns.zone.names import ZoneNames, to_wire
+from clusterset_dns.zone.wire import Answer
 
 from .helpers import ZONE
 

@@ -11,9 +11,10 @@ import dns.message
 import dns.rcode
 import pytest
 
-from clusterset_dns import convert, wire
-from clusterset_dns.cache import IMPORT, SLICE, PutImport, PutRejected, PutSlice, SetSynced
-from clusterset_dns.handler import Handler
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert
+from clusterset_dns.zone import wire
+from clusterset_dns.zone.cache import IMPORT, SLICE, PutImport, PutRejected, PutSlice, SetSynced
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, build_cache, query
@@ -211,7 +212,7 @@ def test_a_change_of_the_text_alone_moves_the_serial() -> None:
 
 
 def _families(cache: Any, handler: Handler) -> dict[str, dict[tuple[str, ...], float]]:
-    from clusterset_dns.metrics import ServerCollector
+    from clusterset_dns.process.metrics import ServerCollector
 
     out: dict[str, dict[tuple[str, ...], float]] = {}
     for family in ServerCollector(cache, handler.stats).collect():

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import events
-from clusterset_dns.cache import IMPORT, Cache, PutRejected
-from clusterset_dns.kube import ApiError
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.sources import events
+from clusterset_dns.sources.kube import ApiError
+from clusterset_dns.zone.cache import IMPORT, Cache, PutRejected
+from clusterset_dns.zone.names import ZoneNames
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/dns/leases/l"
 
@@ -112,8 +112,8 @@ def test_the_emitter_sends_once_per_rejection_and_only_while_holding() -> None:
     run(other.scan())
     assert len(api.events) == 1 and other.emitted == 0
     # An import served in its last valid form, whose update was rejected, says so.
-    from clusterset_dns import convert
-    from clusterset_dns.cache import PutImport
+    from clusterset_dns.sources import convert
+    from clusterset_dns.zone.cache import PutImport
     from clusterset_dns_testkit.objects import service_import
     cache.apply([PutImport(("prod", "web"), convert.service_import(
         service_import("web", ips=["10.0.0.1"]))),

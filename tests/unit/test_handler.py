@@ -13,7 +13,7 @@ import dns.opcode
 import dns.rcode
 import pytest
 
-from clusterset_dns.handler import Handler
+from clusterset_dns.serving.handler import Handler
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (

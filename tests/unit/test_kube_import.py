@@ -18,7 +18,7 @@ def run(code: str) -> str:
 
 
 def test_only_the_client_core_and_the_loaders_load() -> None:
-    out = run("import sys, clusterset_dns.kube as k\n"
+    out = run("import sys, clusterset_dns.sources.kube as k\n"
               "mods = [m for m in sys.modules if m.startswith('kubernetes_asyncio')]\n"
               "assert 'kubernetes_asyncio.config.kube_config' in mods\n"
               "assert not any(m.startswith('kubernetes_asyncio.client.api.') for m in mods)\n"
@@ -29,7 +29,7 @@ def test_only_the_client_core_and_the_loaders_load() -> None:
 
 
 def test_a_whole_import_beforehand_is_used() -> None:
-    out = run("import kubernetes_asyncio, clusterset_dns.kube as k\n"
+    out = run("import kubernetes_asyncio, clusterset_dns.sources.kube as k\n"
               "assert k.ApiClient is kubernetes_asyncio.client.ApiClient\n"
               "assert hasattr(kubernetes_asyncio.client, 'CoreV1Api')\n"
               "print('ok')")

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from packaging.requirements import Requirement
 
-from clusterset_dns import kube
+from clusterset_dns.sources import kube
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,5 @@
-"""Import layers: each module may import only what its layer allows.
+"""Import layers: each module may import only what its layer allows, and each
+subpackage only the subpackages below it.
 
 Keeps the hot path free of the API client and of prometheus-client, and keeps
 Kubernetes field names and the client library each in one module.
@@ -7,105 +8,199 @@ Kubernetes field names and the client library each in one module.
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "clusterset_dns"
 
-# module -> the package modules it may import
+# module -> the package modules it may import. A module is named by its path under
+# clusterset_dns/ ("zone.cache"); a subpackage's __init__ by the subpackage ("zone");
+# "__version__" is the one name of the top-level __init__ that modules import.
 ALLOWED: dict[str, set[str]] = {
     "__init__": set(),
-    "__main__": {"cli"},
-    "model": set(),
-    "names": set(),
-    "config": {"model", "names"},
-    "wire": {"names"},
-    "convert": {"model", "names"},
-    "reasons": {"model", "names", "wire"},
-    "records": {"model", "names", "reasons", "truncate", "wire"},
-    "truncate": {"wire"},
-    "responses": set(),
-    "serials": set(),
-    "cache": {"delta", "model", "names", "records", "responses", "serials", "truncate", "wire"},
-    "delta": {"model", "names", "reasons", "records", "truncate", "wire"},
-    "stats": set(),
-    "handler": {"cache", "records", "stats", "truncate", "wire"},
-    "server": {"udpbatch"},
-    "udpbatch": set(),
-    "logs": set(),
-    "health": {"config"},
-    "metrics": {"__version__", "cache", "stats"},
-    "dirwalk": set(),
-    "yamlsafe": set(),
-    "manifests": {"cache", "convert", "dirwalk", "model", "yamlsafe"},
-    "rrs": {"names", "wire"},
-    "explain": {"cache", "handler", "model", "names", "rrs", "wire"},
-    "events": {"cache", "kube", "model"},
-    "offline": {"cache", "config", "explain", "manifests", "names"},
-    "dump": {"cache", "config", "manifests", "names", "rrs"},
-    "kube": set(),
-    "clock": set(),
-    "reflector": {"cache", "clock", "config", "convert", "kube", "metrics", "model"},
-    "discovery": {"kube", "reflector"},
-    "watch": {"cache", "clock", "config", "convert", "discovery", "kube", "metrics", "model",
-              "reflector"},
-    "locality": {"cache", "clock", "config", "convert", "discovery", "kube", "metrics", "model",
-                 "reflector"},
-    "workers": {"cache", "clock", "config", "stats"},
-    "zonedata": {"cache", "rrs", "wire"},
-    "journal": {"cache", "rrs", "wire"},
-    "xfr": {"cache", "config", "journal", "rrs", "wire", "zonedata"},
-    "notify": {"clock", "config"},
-    "app": {"cache", "config", "convert", "events", "explain", "handler", "health", "journal",
-            "locality", "logs", "manifests", "metrics", "names", "notify", "serials", "server",
-            "stats", "watch", "workers", "xfr"},
-    "cli": {"__version__", "app", "config", "dump", "offline"},
+    "__main__": {"process.cli"},
+    # zone: the zone and its answers
+    "zone": set(),
+    "zone.model": set(),
+    "zone.names": set(),
+    "zone.wire": {"zone.names"},
+    "zone.reasons": {"zone.model", "zone.names", "zone.wire"},
+    "zone.records": {"zone.model", "zone.names", "zone.reasons", "zone.truncate", "zone.wire"},
+    "zone.truncate": {"zone.wire"},
+    "zone.responses": set(),
+    "zone.serials": set(),
+    "zone.cache": {"zone.delta", "zone.model", "zone.names", "zone.records", "zone.responses",
+                   "zone.serials", "zone.truncate", "zone.wire"},
+    "zone.delta": {"zone.model", "zone.names", "zone.reasons", "zone.records", "zone.truncate",
+                   "zone.wire"},
+    "zone.rrs": {"zone.names", "zone.wire"},
+    # sources: where objects come from
+    "sources": set(),
+    "sources.convert": {"zone.model", "zone.names"},
+    "sources.dirwalk": set(),
+    "sources.yamlsafe": set(),
+    "sources.manifests": {"sources.convert", "sources.dirwalk", "sources.yamlsafe", "zone.cache",
+                          "zone.model"},
+    "sources.events": {"sources.kube", "zone.cache", "zone.model"},
+    "sources.kube": set(),
+    "sources.reflector": {"process.clock", "process.config", "process.metrics", "sources.convert",
+                          "sources.kube", "zone.cache", "zone.model"},
+    "sources.discovery": {"sources.kube", "sources.reflector"},
+    "sources.watch": {"process.clock", "process.config", "process.metrics", "sources.convert",
+                      "sources.discovery", "sources.kube", "sources.reflector", "zone.cache",
+                      "zone.model"},
+    "sources.locality": {"process.clock", "process.config", "process.metrics", "sources.convert",
+                         "sources.discovery", "sources.kube", "sources.reflector", "zone.cache",
+                         "zone.model"},
+    # serving: the per-packet path and its transports
+    "serving": set(),
+    "serving.stats": set(),
+    "serving.handler": {"serving.stats", "zone.cache", "zone.records", "zone.truncate",
+                        "zone.wire"},
+    "serving.server": {"serving.udpbatch"},
+    "serving.udpbatch": set(),
+    # transfers: AXFR/IXFR and NOTIFY
+    "transfers": set(),
+    "transfers.zonedata": {"zone.cache", "zone.rrs", "zone.wire"},
+    "transfers.journal": {"zone.cache", "zone.rrs", "zone.wire"},
+    "transfers.xfr": {"process.config", "transfers.journal", "transfers.zonedata", "zone.cache",
+                      "zone.rrs", "zone.wire"},
+    "transfers.notify": {"process.clock", "process.config"},
+    # process: lifespan, flags, workers, operations
+    "process": set(),
+    "process.config": {"zone.model", "zone.names"},
+    "process.logs": set(),
+    "process.health": {"process.config"},
+    "process.metrics": {"__version__", "serving.stats", "zone.cache"},
+    "process.explain": {"serving.handler", "zone.cache", "zone.model", "zone.names", "zone.rrs",
+                        "zone.wire"},
+    "process.offline": {"process.config", "process.explain", "sources.manifests", "zone.cache",
+                        "zone.names"},
+    "process.dump": {"process.config", "sources.manifests", "zone.cache", "zone.names",
+                     "zone.rrs"},
+    "process.clock": set(),
+    "process.workers": {"process.clock", "process.config", "serving.stats", "zone.cache"},
+    "process.app": {"process.config", "process.explain", "process.health", "process.logs",
+                    "process.metrics", "process.workers", "serving.handler", "serving.server",
+                    "serving.stats", "sources.convert", "sources.events", "sources.locality",
+                    "sources.manifests", "sources.watch", "transfers.journal",
+                    "transfers.notify", "transfers.xfr", "zone.cache", "zone.names",
+                    "zone.serials"},
+    "process.cli": {"__version__", "process.app", "process.config", "process.dump",
+                    "process.offline"},
 }
+
+# The subpackages' layers: group -> the groups it may import (besides itself). The
+# process's three leaf modules that sources and transfers use (clock, config, metrics)
+# are layers of their own, below sources and transfers; the rest of process is the top.
+# The table is acyclic (test_group_layers_are_acyclic).
+GROUPS: dict[str, set[str]] = {
+    "zone": set(),
+    "serving": {"zone"},
+    "process.clock": set(),
+    "process.config": {"zone"},
+    "process.metrics": {"zone", "serving"},
+    "sources": {"zone", "process.clock", "process.config", "process.metrics"},
+    "transfers": {"zone", "process.clock", "process.config"},
+    "process": {"zone", "serving", "sources", "transfers", "process.clock", "process.config",
+                "process.metrics"},
+}
+TOP = {"__init__", "__main__", "__version__"}  # the package root: outside the groups
 
 # third-party package -> the only modules that may import it
 OWNERS = {
-    "kubernetes_asyncio": {"kube"},
-    "aiohttp": {"kube"},
-    "prometheus_client": {"metrics"},
-    "dnslib": set(),  # the bench's tool; the server reads its own answers (rrs)
-    "yaml": {"yamlsafe"},
-    "uvloop": {"app"},
-    "dns": {"xfr", "notify"},  # dnspython: TSIG and transfer messages
+    "kubernetes_asyncio": {"sources.kube"},
+    "aiohttp": {"sources.kube"},
+    "prometheus_client": {"process.metrics"},
+    "dnslib": set(),  # the bench's tool; the server reads its own answers (zone.rrs)
+    "yaml": {"sources.yamlsafe"},
+    "uvloop": {"process.app"},
+    "dns": {"transfers.xfr", "transfers.notify"},  # dnspython: TSIG and transfer messages
 }
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = sorted(module_name(p) for p in PACKAGE.rglob("*.py"))
+
+
 def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports; a package's own modules as clusterset_dns.<name>."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "clusterset_dns":
-                found.update(f"clusterset_dns.{alias.name}" for alias in node.names)
+            if node.module == "clusterset_dns" or node.module.startswith("clusterset_dns."):
+                within = node.module.removeprefix("clusterset_dns").lstrip(".")
+                for alias in node.names:  # a module of the package, else a name of a module
+                    name = f"{within}.{alias.name}".lstrip(".")
+                    found.add(f"clusterset_dns.{name}" if name in MODULES or name in TOP
+                              else node.module)
             else:
                 found.add(node.module)
     return found
 
 
-MODULES = sorted(p.stem for p in PACKAGE.glob("*.py"))
+def path_of(module: str) -> Path:
+    path = PACKAGE / (module.replace(".", "/") + ".py")
+    return path if path.exists() else PACKAGE / module / "__init__.py"
+
+
+def package_imports(module: str) -> set[str]:
+    return {"__init__" if name == "clusterset_dns" else name.removeprefix("clusterset_dns.")
+            for name in imports_of(path_of(module))
+            if name == "clusterset_dns" or name.startswith("clusterset_dns.")}
+
+
+def group_of(module: str) -> str:
+    return module if module in GROUPS else module.split(".")[0]
 
 
 def test_every_module_has_a_layer() -> None:
     assert set(MODULES) == set(ALLOWED)
     assert all(ALLOWED[m] <= set(ALLOWED) | {"__version__"} for m in ALLOWED)
+    # and every module outside the package root is in a group
+    assert all(group_of(m) in GROUPS for m in MODULES if m not in TOP)
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_package_imports_follow_layers(module: str) -> None:
-    imported = {name.split(".")[1] for name in imports_of(PACKAGE / f"{module}.py")
-                if name.startswith("clusterset_dns.")}
+    imported = package_imports(module)
     assert imported <= ALLOWED[module], f"{module} imports {sorted(imported - ALLOWED[module])}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m not in TOP])
+def test_package_imports_follow_group_layers(module: str) -> None:
+    group = group_of(module)
+    others = {group_of(m) for m in package_imports(module) if m not in TOP} - {group}
+    assert others <= GROUPS[group], \
+        f"{module} ({group}) imports from {sorted(others - GROUPS[group])}"
+
+
+def test_group_layers_are_acyclic() -> None:
+    assert all(GROUPS[g] <= set(GROUPS) for g in GROUPS)
+    graphlib.TopologicalSorter(GROUPS).static_order()  # raises CycleError on a cycle
+
+
+def test_module_layers_allow_what_group_layers_allow() -> None:
+    """The two tables agree: no module is allowed what its group is not."""
+    wrong = {m: sorted(g for g in {group_of(d) for d in deps if d not in TOP} - {group_of(m)}
+                       if g not in GROUPS[group_of(m)])
+             for m, deps in ALLOWED.items() if m not in TOP}
+    assert not {m: w for m, w in wrong.items() if w}
 
 
 @pytest.mark.parametrize("library", sorted(OWNERS))
 def test_third_party_owned_by_one_layer(library: str) -> None:
     users = {m for m in MODULES
              if any(n == library or n.startswith(library + ".")
-                    for n in imports_of(PACKAGE / f"{m}.py"))}
+                    for n in imports_of(path_of(m)))}
     assert users <= OWNERS[library], f"{library} imported by {sorted(users - OWNERS[library])}"

@@ -19,9 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterset_dns import convert, names, rrs, wire
-from clusterset_dns.app import snapshot
-from clusterset_dns.cache import (
+from clusterset_dns.process.app import snapshot
+from clusterset_dns.process.cli import build_parser, to_config
+from clusterset_dns.process.config import Config, ConfigError
+from clusterset_dns.process.dump import dump, zone_lines
+from clusterset_dns.sources import convert
+from clusterset_dns.sources.manifests import ManifestSource
+from clusterset_dns.zone import names, rrs, wire
+from clusterset_dns.zone.cache import (
     EMPTY,
     MISSING,
     Cache,
@@ -34,11 +39,7 @@ from clusterset_dns.cache import (
     SetSynced,
     SetTopologyZone,
 )
-from clusterset_dns.cli import build_parser, to_config
-from clusterset_dns.config import Config, ConfigError
-from clusterset_dns.dump import dump, zone_lines
-from clusterset_dns.manifests import ManifestSource
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import (
     ABOUT_V1ALPHA1,
     ABOUT_V1BETA1,
@@ -409,7 +410,7 @@ def test_unknown_values_are_logged_once_per_import_and_counted(
     cache = cache_at("east", None, [], [])
     other = convert.service_import(near("PreferSomewhere"))
     assert other.unknown_traffic == "PreferSomewhere"
-    with caplog.at_level("WARNING", logger="clusterset_dns.cache"):
+    with caplog.at_level("WARNING", logger="clusterset_dns.zone.cache"):
         cache.apply([PutImport(("prod", "near"), other)])
         cache.apply([PutImport(("prod", "near"), other)])  # a relist: the same object
         cache.apply([PutImport(("prod", "near"), convert.service_import(

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import locality
-from clusterset_dns.cache import Op, SetClusterId, SetTopologyZone
-from clusterset_dns.config import Config
-from clusterset_dns.kube import ApiError, KubeError
-from clusterset_dns.metrics import Metrics
+from clusterset_dns.process.config import Config
+from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.sources import locality
+from clusterset_dns.sources.kube import ApiError, KubeError
+from clusterset_dns.zone.cache import Op, SetClusterId, SetTopologyZone
 
 from .fakeclock import FakeClock
 
@@ -92,7 +92,7 @@ def test_absent_crd_is_said_once_and_looked_for_again(
     applied: list[list[Op]] = []
     source = locality.Locality(Config(), applied.append, Metrics(), clock)
     client = Script({})  # every path 404
-    with caplog.at_level(logging.INFO, logger="clusterset_dns.locality"):
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.sources.locality"):
         run_for(source.run(client), clock, 3)
     assert clock.sleeps[:3] == [locality.DISCOVER_INTERVAL] * 3
     assert client.gets.count("/apis/about.k8s.io") >= 3
@@ -147,7 +147,7 @@ def test_a_bug_in_discovery_does_not_stop_the_source(
     # an exception nobody foresaw, raised inside discovery
     client = Script({"/apis/about.k8s.io": [ValueError("unforeseen")]})
     source = locality.Locality(Config(), applied.append, Metrics(), clock)
-    with caplog.at_level(logging.ERROR, logger="clusterset_dns.locality"):
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.sources.locality"):
         run_for(source.run(client), clock, 2)
     assert len(clock.sleeps) >= 2 and client.gets.count("/apis/about.k8s.io") >= 2
     assert "a bug; please report it" in caplog.text

@@ -117,7 +117,7 @@ def distributions(modules: set[str]) -> set[str]:
 
 
 def test_the_server_imports_exactly_its_dependencies() -> None:
-    imported = distributions(third_party_imports(sorted((REPO / "clusterset_dns").glob("*.py"))))
+    imported = distributions(third_party_imports(sorted((REPO / "clusterset_dns").rglob("*.py"))))
     declared = set(wanted(()))
     assert imported == declared, (f"imported, not declared: {sorted(imported - declared)}; "
                                   f"declared, not imported: {sorted(declared - imported)}")

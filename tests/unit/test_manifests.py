@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns import convert, dirwalk, manifests
-from clusterset_dns.cache import Cache
-from clusterset_dns.handler import Handler
-from clusterset_dns.manifests import ManifestSource
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert, dirwalk, manifests
+from clusterset_dns.sources.manifests import ManifestSource
+from clusterset_dns.zone.cache import Cache
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query
@@ -181,7 +181,7 @@ def test_broken_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCapture
         os.utime(broken, ns=(_clock[0] * 10**9 + 5, _clock[0] * 10**9 + 5))
     else:
         write(broken, text)
-    with caplog.at_level(logging.ERROR, logger="clusterset_dns.manifests"):
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.sources.manifests"):
         setup.scan()
     assert (setup.imports(), setup.slices()) == before
     assert setup.a(f"web.prod.{Z}") == ["10.1.0.1"]
@@ -207,7 +207,7 @@ def test_broken_file_at_start_is_empty_and_synced(tmp_path: Path,
     write(tmp_path / "bad.yaml", "kind: [\n")
     write(tmp_path / "good.yaml", [WEB])
     setup = Setup(tmp_path)
-    with caplog.at_level(logging.ERROR, logger="clusterset_dns.manifests"):
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.sources.manifests"):
         setup.scan()
     assert setup.imports() == ["prod/web"]
     assert setup.cache.zone.synced
@@ -231,7 +231,7 @@ def test_invalid_object_skipped_with_warning(tmp_path: Path, caplog: pytest.LogC
                                              obj: dict[str, Any], what: str, kind: str) -> None:
     path = write(tmp_path / "mixed.yaml", [WEB, obj, DB, DB_EAST])
     setup = Setup(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="clusterset_dns.manifests"):
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.sources.manifests"):
         setup.scan()
     assert (setup.imports(), setup.slices()) == (["prod/db", "prod/web"], ["prod/db-east"])
     assert setup.invalid == [kind]
@@ -243,7 +243,7 @@ def test_partly_bad_object_warns_and_is_kept(tmp_path: Path,
                                              caplog: pytest.LogCaptureFixture) -> None:
     path = write(tmp_path / "x.yaml", [service_import("web", ips=["10.1.0.1", "10.1.0.999"])])
     setup = Setup(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="clusterset_dns.manifests"):
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.sources.manifests"):
         setup.scan()
     assert setup.a(f"web.prod.{Z}") == ["10.1.0.1"]
     assert setup.invalid == []

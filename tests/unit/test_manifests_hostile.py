@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from clusterset_dns import convert, manifests, yamlsafe
-from clusterset_dns.cache import Cache
-from clusterset_dns.handler import Handler
-from clusterset_dns.manifests import ManifestSource, read_file
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert, manifests, yamlsafe
+from clusterset_dns.sources.manifests import ManifestSource, read_file
+from clusterset_dns.zone.cache import Cache
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, service_import
 
 from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query
@@ -174,7 +174,7 @@ def test_hostile_file_keeps_its_objects(tmp_path: Path, caplog: pytest.LogCaptur
     assert before["web.prod"] == ["10.1.0.1"] and before["api.other"] == ["10.9.0.1"]
 
     make(hostile)
-    with caplog.at_level(logging.ERROR, logger="clusterset_dns.manifests"):
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.sources.manifests"):
         setup.scan()
     assert setup.served() == before
     assert len(setup.errors) == 1 and setup.errors[0] in reasons, setup.errors
@@ -376,7 +376,7 @@ def test_failed_walk_keeps_everything(tmp_path: Path, monkeypatch: pytest.Monkey
     setup.scan()
     before = setup.served()
     failing_scandir(monkeypatch, lambda p: True, code)
-    with caplog.at_level(logging.INFO, logger="clusterset_dns.manifests"):
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.sources.manifests"):
         assert setup.source.pending()
         assert not setup.scan()
         assert not setup.scan()

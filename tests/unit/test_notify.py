@@ -10,7 +10,7 @@ import dns.flags
 import dns.message
 import dns.opcode
 
-from clusterset_dns import notify
+from clusterset_dns.transfers import notify
 
 from .fakeclock import FakeClock
 

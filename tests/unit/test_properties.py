@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterset_dns import convert
-from clusterset_dns.cache import (
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.cache import (
     Cache,
     Op,
     PutImport,
@@ -37,8 +37,8 @@ from clusterset_dns.cache import (
     SetSynced,
     SetTopologyZone,
 )
-from clusterset_dns.model import EndpointSlice, ObjectKey, ServiceImport
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.zone.model import EndpointSlice, ObjectKey, ServiceImport
+from clusterset_dns.zone.names import ZoneNames
 
 from .helpers import ZONE
 

@@ -10,10 +10,10 @@ from typing import Any
 import dns.rcode
 import pytest
 
-from clusterset_dns import convert
-from clusterset_dns.cache import PutImport, SetSynced
-from clusterset_dns.handler import Handler
-from clusterset_dns.responses import OVERHEAD, ResponseMemory
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.cache import PutImport, SetSynced
+from clusterset_dns.zone.responses import OVERHEAD, ResponseMemory
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, ask, build_cache, first_rotation, query

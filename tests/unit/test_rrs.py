@@ -17,8 +17,8 @@ import dns.name
 import dns.rdatatype
 import pytest
 
-from clusterset_dns import rrs, wire
-from clusterset_dns.dump import zone_lines
+from clusterset_dns.process.dump import zone_lines
+from clusterset_dns.zone import rrs, wire
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import build_cache

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 from ipaddress import ip_address
 
-from clusterset_dns import app, serials, workers
-from clusterset_dns.cache import Cache, Op, PutImport, PutSlice, SetSynced
-from clusterset_dns.config import Config
-from clusterset_dns.journal import Journal
-from clusterset_dns.metrics import Metrics
-from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.process import app, workers
+from clusterset_dns.process.config import Config
+from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.transfers.journal import Journal
+from clusterset_dns.zone import serials
+from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
+from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
+from clusterset_dns.zone.names import ZoneNames
 
 HTTP = (Port("http", "tcp", 80),)
 START = 2_000_000_000.01  # the test clock's start (unix time), early in a tick

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterset_dns import server
-from clusterset_dns.server import Counters, DNSServer, Handle
-from clusterset_dns.udpbatch import Peer
+from clusterset_dns.serving import server
+from clusterset_dns.serving.server import Counters, DNSServer, Handle
+from clusterset_dns.serving.udpbatch import Peer
 
 
 def echo(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:

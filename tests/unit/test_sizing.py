@@ -25,10 +25,10 @@ import dns.flags
 import dns.rcode
 import pytest
 
-from clusterset_dns.cache import Cache
-from clusterset_dns.handler import Handler
-from clusterset_dns.names import split
-from clusterset_dns.wire import AAAA, SRV, A, question_key
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.zone.cache import Cache
+from clusterset_dns.zone.names import split
+from clusterset_dns.zone.wire import AAAA, SRV, A, question_key
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (
@@ -303,7 +303,7 @@ def test_a_tiered_srv_cut_over_tcp_keeps_the_preferred_tier() -> None:
     """PreferSameNode, 1,000 endpoints in each of two clusters, 66 named ports: the
     bare-name SRV (132,000 records) is cut over TCP to the records listed first, the
     server's node and cluster before the other's; UDP gets TC; both paths agree."""
-    from clusterset_dns.cache import SetClusterId
+    from clusterset_dns.zone.cache import SetClusterId
 
     named_ports = [port(1000 + i, "TCP", f"port-{i}") for i in range(66)]
     imp = service_import("tiered", type_="Headless", traffic_distribution="PreferSameNode")

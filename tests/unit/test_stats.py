@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusterset_dns import metrics
-from clusterset_dns.stats import Stats
+from clusterset_dns.process import metrics
+from clusterset_dns.serving.stats import Stats
 
 
 def filled(base: int) -> Stats:

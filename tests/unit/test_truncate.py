@@ -12,9 +12,14 @@ import dns.message
 import dns.rrset
 import pytest
 
-from clusterset_dns import cache as cache_module
-from clusterset_dns import convert, truncate, udpbatch, wire
-from clusterset_dns.cache import (
+from clusterset_dns.serving import udpbatch
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.serving.server import make_socket
+from clusterset_dns.sources import convert
+from clusterset_dns.sources.convert import endpoint_slice as convert_slice
+from clusterset_dns.zone import cache as cache_module
+from clusterset_dns.zone import truncate, wire
+from clusterset_dns.zone.cache import (
     Cache,
     PutSlice,
     ReplaceImports,
@@ -22,10 +27,7 @@ from clusterset_dns.cache import (
     SetClusterId,
     SetSynced,
 )
-from clusterset_dns.convert import endpoint_slice as convert_slice
-from clusterset_dns.handler import Handler
-from clusterset_dns.names import ZoneNames
-from clusterset_dns.server import make_socket
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (

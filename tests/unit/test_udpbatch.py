@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import udpbatch
-from clusterset_dns.handler import Handler
-from clusterset_dns.server import make_socket, udp_reader
-from clusterset_dns.udpbatch import Handle, Peer
+from clusterset_dns.serving import udpbatch
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.serving.server import make_socket, udp_reader
+from clusterset_dns.serving.udpbatch import Handle, Peer
 from clusterset_dns_testkit.objects import service_import
 
 from .helpers import DEFAULT_UDP_CAP, ask, build_cache, query

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns import convert, reflector, watch
-from clusterset_dns.cache import Cache, Op, PutImport, PutSlice, SetSynced
-from clusterset_dns.config import Config
-from clusterset_dns.handler import Handler
-from clusterset_dns.kube import ApiError, KubeError
-from clusterset_dns.metrics import Metrics
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.process.config import Config
+from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.sources import convert, reflector, watch
+from clusterset_dns.sources.kube import ApiError, KubeError
+from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .fakeclock import FakeClock

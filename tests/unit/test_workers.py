@@ -19,12 +19,13 @@ import dns.asyncquery
 import dns.message
 import pytest
 
-from clusterset_dns import app, convert, metrics, workers
-from clusterset_dns.cache import Cache, Op, PutImport, SetSynced
-from clusterset_dns.clock import SYSTEM, Clock
-from clusterset_dns.config import Config
-from clusterset_dns.names import ZoneNames
-from clusterset_dns.stats import Stats
+from clusterset_dns.process import app, metrics, workers
+from clusterset_dns.process.clock import SYSTEM, Clock
+from clusterset_dns.process.config import Config
+from clusterset_dns.serving.stats import Stats
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.cache import Cache, Op, PutImport, SetSynced
+from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import service_import
 from clusterset_dns_testkit.peers import free_port
 

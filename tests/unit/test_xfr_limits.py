@@ -22,13 +22,14 @@ import dns.tsig
 import dns.tsigkeyring
 import pytest
 
-from clusterset_dns import handler as handler_module
-from clusterset_dns import rrs, xfr, zonedata
-from clusterset_dns.cache import Cache, PutImport, PutSlice, SetSynced
-from clusterset_dns.handler import Handler
-from clusterset_dns.journal import Journal
-from clusterset_dns.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
-from clusterset_dns.names import ZoneNames
+from clusterset_dns.serving import handler as handler_module
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.transfers import xfr, zonedata
+from clusterset_dns.transfers.journal import Journal
+from clusterset_dns.zone import rrs
+from clusterset_dns.zone.cache import Cache, PutImport, PutSlice, SetSynced
+from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
+from clusterset_dns.zone.names import ZoneNames
 
 ZONE = "clusterset.local"
 HTTP = (Port("http", "tcp", 80),)

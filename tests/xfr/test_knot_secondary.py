@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterset_dns import serials
+from clusterset_dns.zone import serials
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for
 from clusterset_dns_testkit.peers import free_port
 from clusterset_dns_testkit.secondary import KnotSecondary, serial_at

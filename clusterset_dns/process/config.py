@@ -1,0 +1,216 @@
+"""One frozen configuration object, built by the CLI, read by everything else.
+
+Each field carries its command-line flag in its metadata (help text, parser,
+whether it repeats, which commands take it), so defaults live here and only
+here; :meth:`Config.__post_init__` is the one place values are validated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+from pathlib import Path
+from typing import Any
+
+from clusterset_dns.zone import names
+from clusterset_dns.zone.model import IP
+
+HostPort = tuple[str, int]
+Network = IPv4Network | IPv6Network
+
+SERVE = ("serve",)
+SERVE_AND_DUMP = ("serve", "dump", "explain")  # explain: offline, on --manifests
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message names the flag."""
+
+
+def parse_listen(value: str) -> HostPort:
+    """``127.0.0.1:53``, ``[::1]:53``, ``:53`` (every address) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"listen address {value!r} is not HOST:PORT")
+    host = host.strip("[]")
+    return host or "::", int(port)
+
+
+def parse_listen_or_off(value: str) -> HostPort | None:
+    return None if value == "off" else parse_listen(value)
+
+
+def cluster_id_of(value: str) -> str:
+    """A cluster id written as slices' source-cluster labels are read (lower case)."""
+    try:
+        return b".".join(names.subdomain(value.strip())).decode("ascii")
+    except names.InvalidName as exc:
+        raise ValueError(f"not a cluster id: {exc}") from None
+
+
+def parse_network(value: str) -> Network:
+    """``10.0.0.0/8``, ``127.0.0.1`` (one address), ``::1/128``."""
+    return ip_network(value, strict=False)
+
+
+def parse_target(value: str) -> HostPort:
+    """A NOTIFY target: ``HOST:PORT`` with an IP address (no name: no resolver here)."""
+    host, port = parse_listen(value)
+    ip_address(host)
+    return host, port
+
+
+def parse_switch(value: str) -> bool:
+    """A switch's environment value: true/false, 1/0, yes/no (the flag itself: true)."""
+    text = value.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ValueError("not true or false")
+
+
+def flag(default: Any, help: str, *, parse: Callable[[str], Any] = str, repeat: bool = False,
+         choices: tuple[str, ...] | None = None, commands: tuple[str, ...] = SERVE,
+         name: str | None = None, switch: bool = False) -> Any:
+    """A field that is also a command-line flag (``--<field-name>`` unless ``name``);
+    ``switch``: a flag without a value (a bool field)."""
+    meta = {"help": help, "parse": parse_switch if switch else parse, "repeat": repeat,
+            "choices": choices, "commands": commands, "name": name, "switch": switch}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    # Zone data.
+    manifests: Path | None = flag(
+        None, "YAML/JSON file or directory of ServiceImports and EndpointSlices (re-read on "
+        "change); without it, the Kubernetes API is watched", parse=Path, commands=SERVE_AND_DUMP)
+    zone: str = flag("clusterset.local", "zone served", commands=SERVE_AND_DUMP)
+    ttl: int = flag(5, "TTL of every record and of negative answers, 0..3600", parse=int,
+                    commands=SERVE_AND_DUMP)
+    ns_addresses: tuple[IP, ...] = flag(
+        (), "address of ns.dns.<zone> (A/AAAA), repeatable", parse=ip_address, repeat=True,
+        commands=SERVE_AND_DUMP, name="ns-address")
+    # Where this server runs: preferring imports answer local-first (docs/locality.md).
+    cluster_id: str | None = flag(
+        None, "id of the cluster this server runs in (wins over the ClusterProperty "
+        "cluster.clusterset.k8s.io); PreferClose imports answer with its endpoints first",
+        parse=cluster_id_of, commands=SERVE_AND_DUMP)
+    topology_zone: str | None = flag(
+        None, "topology zone this server runs in; PreferClose imports answer with the local "
+        "cluster's endpoints of this zone first", commands=SERVE_AND_DUMP)
+    topology_zone_from_node: str | None = flag(
+        None, "read --topology-zone from this Node's topology.kubernetes.io/zone label "
+        "(Kubernetes source only; e.g. the pod's spec.nodeName)")
+    node_name: str | None = flag(
+        None, "name of the node this server runs on (e.g. the pod's spec.nodeName); "
+        "PreferSameNode imports rank the local cluster's endpoints with this nodeName first",
+        commands=SERVE_AND_DUMP)
+    serve_terminating: bool = flag(
+        False, "answer with serving (terminating) endpoints when an import has no ready "
+        "one in any cluster, instead of NXDOMAIN (a deviation from the MCS specification; "
+        "environment: true or false)",
+        switch=True, commands=SERVE_AND_DUMP)
+    # Listeners.
+    listen: tuple[HostPort, ...] = flag(
+        (("::", 53),), "DNS address HOST:PORT (UDP and TCP), repeatable; :PORT = every address",
+        parse=parse_listen, repeat=True)
+    health_listen: HostPort | None = flag(("::", 8080), "HOST:PORT of /health, or off",
+                                          parse=parse_listen_or_off)
+    ready_listen: HostPort | None = flag(("::", 8181), "HOST:PORT of /ready, or off",
+                                         parse=parse_listen_or_off)
+    metrics_listen: HostPort | None = flag(("::", 9153), "HOST:PORT of /metrics, or off",
+                                           parse=parse_listen_or_off)
+    log_level: str = flag("info", "log level", choices=LOG_LEVELS)
+    log_format: str = flag("text", "log format (json: one object a line)", choices=LOG_FORMATS)
+    # Sources: manifest files when set, else the Kubernetes API.
+    poll_interval: float = flag(0.5, "seconds between checks of --manifests for changes",
+                                parse=float)
+    kubeconfig: Path | None = flag(
+        None, "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
+        parse=Path)
+    context: str | None = flag(None, "kubeconfig context")
+    serviceimport_apis: tuple[str, ...] = flag(
+        (), "GROUP/VERSION of ServiceImports to watch, repeatable (default: discover "
+        "multicluster.x-k8s.io)", repeat=True, name="serviceimport-api")
+    namespaces: tuple[str, ...] = flag((), "serve only this namespace, repeatable (default: all)",
+                                       parse=str.lower, repeat=True, name="namespace")
+    watch_timeout: float = flag(300.0, "seconds one watch request lasts before it is renewed",
+                                parse=float)
+    inactivity_timeout: float = flag(600.0, "reconnect a watch silent for this many seconds",
+                                     parse=float)
+    events: bool = flag(
+        False, "a Warning Event on each rejected object (Kubernetes source), sent by the one "
+        "replica holding the Lease --events-lease (RBAC: deploy/overlays/events; environment: "
+        "true or false)", switch=True)
+    events_namespace: str | None = flag(
+        None, "namespace of the --events Lease (default: the pod's, from its service account; "
+        "else default)")
+    events_lease: str = flag("clusterset-dns-events", "name of the --events Lease")
+    relist_interval: float = flag(
+        1800.0, "seconds between full relists that repair any drift of the watch "
+        "(jittered +-20%%); 0 = never", parse=float)
+    startup_timeout: float = flag(5.0, "seconds to wait for the first full sync before serving",
+                                  parse=float)
+    # Serving.
+    workers: int = flag(1, "server processes sharing the port (SO_REUSEPORT)", parse=int)
+    tcp_idle_timeout: float = flag(
+        10.0, "seconds without progress (no complete query received, no answer drained) "
+        "before a TCP connection is closed; aborted if answers are still unsent", parse=float)
+    max_tcp_connections: int = flag(
+        0, "concurrent TCP connections per process; more are closed at once (0 = half the "
+        "descriptor limit, at most 1024)", parse=int)
+    lameduck: float = flag(
+        5.0, "seconds DNS keeps answering after SIGTERM while /ready says 503 (so the "
+        "Service drops this pod before its listeners close)", parse=float)
+    edns_udp_size: int = flag(1232, "largest UDP answer with EDNS (512..4096)", parse=int)
+    udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
+                       "(recvfrom/sendto), or auto (batched where available)",
+                       choices=("auto", "batched", "plain"))
+    # Zone transfers (AXFR/IXFR) and NOTIFY.
+    allow_transfer: tuple[Network, ...] = flag(
+        (), "CIDR allowed AXFR/IXFR over TCP, repeatable (default: none, every transfer is "
+        "REFUSED)", parse=parse_network, repeat=True)
+    notify: tuple[HostPort, ...] = flag(
+        (), "secondary IP:PORT sent a NOTIFY on every serial change, repeatable",
+        parse=parse_target, repeat=True)
+    transfer_tsig_key: Path | None = flag(
+        None, "file holding one TSIG key, [hmac-sha256:]NAME:BASE64SECRET; transfers must "
+        "then be signed with it, and NOTIFYs are", parse=Path)
+    journal_changes: int = flag(
+        100, "zone changes kept for IXFR (older ones: a full transfer)", parse=int)
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, flag_name: str, why: str) -> None:
+            if not ok:
+                raise ConfigError(f"--{flag_name}: {why}")
+
+        try:
+            names.ZoneNames(self.zone)
+        except (ValueError, UnicodeError) as exc:
+            raise ConfigError(f"--zone {self.zone!r} is not a usable domain name: {exc}") from None
+        need(bool(names.split(self.zone)), "zone", "the root zone cannot be served")
+        need(0 <= self.ttl <= 3600, "ttl", "must be within 0..3600")
+        need(self.workers >= 1, "workers", "must be at least 1")
+        need(self.max_tcp_connections >= 0, "max-tcp-connections", "must not be negative")
+        need(512 <= self.edns_udp_size <= 4096, "edns-udp-size", "must be within 512..4096")
+        need(bool(self.listen), "listen", "at least one address is needed")
+        for name in ("poll_interval", "watch_timeout", "inactivity_timeout", "tcp_idle_timeout"):
+            need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
+        need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
+        need(self.relist_interval >= 0, "relist-interval", "must not be negative (0 = off)")
+        need(self.journal_changes >= 0, "journal-changes", "must not be negative")
+        need(self.lameduck >= 0, "lameduck", "must not be negative")
+        need(self.topology_zone is None or self.topology_zone_from_node is None,
+             "topology-zone-from-node", "give either it or --topology-zone, not both")
+        need(self.topology_zone != "", "topology-zone", "must not be empty")
+        need(self.node_name != "", "node-name", "must not be empty")
+        need(self.topology_zone_from_node is None or self.manifests is None,
+             "topology-zone-from-node", "needs the Kubernetes source (not --manifests)")
+        for api in self.serviceimport_apis:
+            group, _, version = api.partition("/")
+            need(bool(group and version and "/" not in version), "serviceimport-api",
+                 f"{api!r} is not GROUP/VERSION")

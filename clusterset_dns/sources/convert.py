@@ -1,0 +1,434 @@
+"""Raw API dicts to the model. The only module that knows Kubernetes field names.
+
+ServiceImport fields are read from ``status``, else the object root, else
+``spec``: v1alpha1/v1beta1 keep them in ``spec``, the proposed v1alpha2 at the
+root, and the GKE / Azure Fleet forks in ``status``.
+
+Conversion never raises anything but :class:`InvalidObject`; problems that
+only cost part of an object (one bad IP, one bad endpoint) are reported to the
+``warn`` callback and the rest is kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from ipaddress import IPv4Address, ip_address
+from socket import AF_INET, inet_pton
+from typing import Any
+
+from clusterset_dns.zone import names
+from clusterset_dns.zone.model import (
+    IP,
+    Condition,
+    Endpoint,
+    EndpointSlice,
+    ObjectKey,
+    Port,
+    Prefer,
+    ServiceImport,
+    ServiceType,
+)
+
+GROUP = "multicluster.x-k8s.io"
+SERVICE_NAME_LABEL = "multicluster.kubernetes.io/service-name"
+SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
+SLICE_API_VERSION = "discovery.k8s.io/v1"
+# ServiceImport trafficDistribution: PreferClose (mcs-api v0.5.0) and the values of
+# Kubernetes 1.33's Service field (PreferSameZone is PreferClose's newer name).
+TRAFFIC_DISTRIBUTION = {"PreferClose": Prefer.ZONE, "PreferSameZone": Prefer.ZONE,
+                        "PreferSameNode": Prefer.NODE}
+ABOUT_GROUP = "about.k8s.io"
+# The ClusterProperties naming this cluster, the one that wins first: the about-api's
+# (and the proposed rename's) name, then the one the MCS DNS specification still uses.
+CLUSTER_ID_PROPERTIES = ("cluster.clusterset.k8s.io", "id.k8s.io")
+CLUSTER_ID_PROPERTY = CLUSTER_ID_PROPERTIES[0]
+ZONE_LABEL = "topology.kubernetes.io/zone"  # a Node's zone
+SLICE_OBJECTS = "endpointSliceObjects"  # ServiceImport status (mcs-api v0.5.1): Present, Absent
+SLICES_ABSENT = "Absent"
+TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"  # EndpointSlice annotation
+MAX_CONDITIONS = 16  # conditions kept per import (explain shows them; bounded)
+MAX_CONDITION_TEXT = 256  # characters kept of a condition's reason and message
+
+Warn = Callable[[str], None]
+READY, SERVING, DOWN = 0, 1, 2  # an endpoint's state (_endpoint)
+
+
+class InvalidObject(ValueError):
+    """The object cannot be served at all; the message says why."""
+
+
+def _ignore(_: str) -> None:
+    pass
+
+
+def kind_of(obj: Mapping[str, Any]) -> str:
+    kind = obj.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
+def key_of(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise InvalidObject("no metadata")
+    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        raise InvalidObject("metadata.name / metadata.namespace missing or not a string")
+    return sys.intern(namespace), name
+
+
+def _lower(text: str) -> str:
+    """``text`` lower-cased, the same object when it already is: every key holds the
+    name as the API wrote it, and a copy per object would be a string per object more."""
+    lowered = text.lower()
+    return text if lowered == text else lowered
+
+
+# Port lists repeat across objects (every import of one kind of service): one tuple each.
+# Bounded, since objects choose them; starting over only costs the sharing.
+_SHARED_PORTS_CAP = 4096
+_shared_ports: dict[tuple[Port, ...], tuple[Port, ...]] = {}
+
+
+def _shared(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    found = _shared_ports.get(ports)
+    if found is None:
+        if len(_shared_ports) >= _SHARED_PORTS_CAP:
+            _shared_ports.clear()
+        _shared_ports[ports] = found = ports
+    return found
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """``ServiceImport prod/web`` for log lines, even for broken objects."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    return f"{kind_of(obj) or '?'} {meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+
+
+def is_service_import(obj: Mapping[str, Any], groups: frozenset[str] = frozenset({GROUP})) -> bool:
+    api = obj.get("apiVersion")
+    return kind_of(obj) == "ServiceImport" and isinstance(api, str) and api.split("/")[0] in groups
+
+
+def is_endpoint_slice(obj: Mapping[str, Any]) -> bool:
+    return kind_of(obj) == "EndpointSlice" and obj.get("apiVersion") == SLICE_API_VERSION
+
+
+def _field(obj: Mapping[str, Any], name: str) -> Any:
+    for section in (obj.get("status"), obj, obj.get("spec")):
+        if isinstance(section, Mapping) and section.get(name) not in (None, "", []):
+            return section[name]
+    return None
+
+
+def _ip(raw: Any) -> IP | None:
+    """An address written as text; not a number (YAML ``yes`` or ``167772161``), not a
+    scoped IPv6 address (``fe80::1%eth0`` means nothing to another host)."""
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip()
+    try:
+        # A quarter of ip_address()'s time, for the common case (100,000 endpoint
+        # addresses at start-up). inet_pton's IPv4 form is as strict as ipaddress's:
+        # four decimal octets, no leading zeros; anything else takes ip_address().
+        return IPv4Address(inet_pton(AF_INET, text))
+    except (OSError, ValueError, UnicodeError):
+        pass
+    try:
+        ip = ip_address(text)
+    except ValueError:
+        return None
+    return None if getattr(ip, "scope_id", None) else ip
+
+
+def _dns_label(text: Any, what: str) -> str:
+    """A field that becomes one label of a name (names.label's rule)."""
+    if not isinstance(text, str):
+        raise InvalidObject(f"{what} {text!r} is not a string")
+    try:
+        return names.label(text).decode("ascii")
+    except names.InvalidName as exc:
+        raise InvalidObject(f"{what}: {exc}") from None
+
+
+def _ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{where} is not a list")
+    ports: list[Port] = []
+    for i, item in enumerate(raw):
+        try:
+            if not isinstance(item, Mapping):
+                raise InvalidObject("not an object")
+            number = item.get("port")
+            if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+                raise InvalidObject(f"port {number!r} is not in 1..65535")
+            protocol = item.get("protocol") or "TCP"
+            if not isinstance(protocol, str) or protocol.upper() not in ("TCP", "UDP", "SCTP"):
+                raise InvalidObject(f"protocol {protocol!r} is not TCP, UDP or SCTP")
+            name = item.get("name") or ""
+            name = _dns_label(name, "port name") if name else ""
+            ports.append(Port(name=name, protocol=protocol.lower(), port=number))
+        except InvalidObject as exc:
+            warn(f"{where}[{i}] skipped: {exc}")
+    return _shared(tuple(ports))
+
+
+def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImport:
+    namespace, name = key_of(obj)
+    _dns_label(namespace, "namespace")
+    _dns_label(name, "name")
+    raw_type = _field(obj, "type")
+    try:
+        svc_type = ServiceType(raw_type)
+    except ValueError:
+        raise InvalidObject(f"type {raw_type!r} is neither ClusterSetIP nor Headless") from None
+    ips: list[IP] = []
+    raw_ips = _field(obj, "ips") or []
+    if not isinstance(raw_ips, list):
+        raise InvalidObject("ips is not a list")
+    for raw in raw_ips:
+        ip = _ip(raw)
+        if ip is None:
+            warn(f"IP {raw!r} does not parse, dropped")
+            continue
+        if ip not in ips:
+            ips.append(ip)
+    traffic = _field(obj, "trafficDistribution")
+    prefer = TRAFFIC_DISTRIBUTION.get(traffic, Prefer.NOTHING) if isinstance(traffic, str) \
+        else Prefer.NOTHING
+    unknown = None
+    if traffic is not None and (not isinstance(traffic, str) or traffic not in
+                                TRAFFIC_DISTRIBUTION):
+        unknown = traffic[:100] if isinstance(traffic, str) else repr(traffic)[:100]
+    slice_objects = _field(obj, SLICE_OBJECTS)
+    slice_objects = slice_objects if isinstance(slice_objects, str) else ""
+    return ServiceImport(
+        namespace=sys.intern(_lower(namespace)),
+        name=sys.intern(_lower(name)),
+        type=svc_type,
+        ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
+        ports=_ports(_field(obj, "ports"), "ports", warn),
+        prefer=prefer,
+        unknown_traffic=unknown,
+        slices_absent=slice_objects == SLICES_ABSENT,
+        conditions=_conditions(_field(obj, "conditions")),
+        slice_objects=slice_objects[:MAX_CONDITION_TEXT],
+        resource_version=resource_version(obj),
+    )
+
+
+def reference(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(apiVersion, metadata.uid) of an object, "" where absent: what an Event about it
+    names (kubectl describe finds Events by the object's uid)."""
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    api = obj.get("apiVersion")
+    return (api if isinstance(api, str) else "", uid if isinstance(uid, str) else "")
+
+
+def resource_version(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else ""
+
+
+def _text(value: Any) -> str:
+    return value[:MAX_CONDITION_TEXT] if isinstance(value, str) else ""
+
+
+def _conditions(raw: Any) -> tuple[Condition, ...]:
+    """The import's conditions (metav1.Condition); entries without a type are skipped.
+    Only explain reads them, so a malformed list costs nothing but its own display."""
+    if not isinstance(raw, list):
+        return ()
+    found = [Condition(_text(item.get("type")), _text(item.get("status")),
+                       _text(item.get("reason")), _text(item.get("message")))
+             for item in raw if _is_mapping(item) and _text(item.get("type"))]
+    return tuple(found[:MAX_CONDITIONS])
+
+
+def service_key(obj: Mapping[str, Any]) -> ObjectKey | None:
+    """The (namespace, service) an object that failed to convert belongs to, when it
+    can be read: a rejected object explains the empty answers of that name."""
+    try:
+        namespace, name = key_of(obj)
+    except InvalidObject:
+        return None
+    if kind_of(obj) == "EndpointSlice":
+        labels = obj["metadata"].get("labels")
+        service = labels.get(SERVICE_NAME_LABEL) if isinstance(labels, Mapping) else None
+        if not isinstance(service, str) or not service:
+            return None
+        name = service
+    return namespace.lower(), name.lower()
+
+
+def _trigger_time(meta: Mapping[str, Any]) -> float | None:
+    annotations = meta.get("annotations")
+    raw = annotations.get(TRIGGER_TIME) if isinstance(annotations, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:  # RFC 3339, as the EndpointSlice controller writes it (2024-01-02T03:04:05Z)
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# StatefulSet hostnames repeat across services (web-0, web-1, ...): each is checked once
+# and shared. Bounded, since objects choose them; starting over only costs the sharing.
+_HOSTNAMES_CAP = 16384
+_hostnames: dict[str, str] = {}
+
+
+def _hostname(raw: Any) -> str:
+    found = _hostnames.get(raw) if type(raw) is str else None
+    if found is None:
+        found = sys.intern(_dns_label(raw, "hostname"))  # raises for a bad one: not kept
+        if len(_hostnames) >= _HOSTNAMES_CAP:
+            _hostnames.clear()
+        if type(raw) is str:
+            _hostnames[raw] = found
+    return found
+
+
+def _is_mapping(value: Any) -> bool:
+    # JSON gives dicts: the ABC check (a tenth of a slice's conversion) only for others.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, int] | None:
+    """One endpoint and its state (READY, SERVING: not ready but serving, DOWN:
+    neither; absent ``ready`` = ready, absent ``serving`` = as ``ready``); None when it
+    has no usable address."""
+    if not _is_mapping(raw):
+        raise InvalidObject("not an object")
+    conditions = raw.get("conditions")
+    ready = READY
+    if _is_mapping(conditions) and conditions.get("ready") is False:
+        ready = SERVING if conditions.get("serving") is True else DOWN
+    raw_addresses = raw.get("addresses") or []
+    if not isinstance(raw_addresses, list):
+        raise InvalidObject("addresses is not a list")
+    addresses: list[IP] = []
+    for text in raw_addresses:
+        ip = _ip(text)
+        if ip is None:
+            warn(f"endpoints[{index}]: address {text!r} does not parse, dropped")
+            continue
+        if ip.version != family:
+            warn(f"endpoints[{index}]: address {text!r} is not IPv{family} like its slice, "
+                 "dropped")
+            continue
+        addresses.append(ip)
+    hostname = raw.get("hostname") or None
+    if hostname is not None:
+        hostname = _hostname(hostname)
+    zone = raw.get("zone")
+    # Zones are compared, never put into names: any non-empty string will do.
+    zone = sys.intern(zone) if isinstance(zone, str) and zone else None
+    node = raw.get("nodeName")
+    node = sys.intern(node) if isinstance(node, str) and node else None
+    if not addresses:
+        return None
+    return Endpoint(addresses=tuple(addresses), hostname=hostname, zone=zone, node=node), ready
+
+
+def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlice | None:
+    """The slice, or None for slices DNS does not use (FQDN address type)."""
+    namespace, name = key_of(obj)
+    meta = obj["metadata"]
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    service = labels.get(SERVICE_NAME_LABEL)
+    if not service:
+        raise InvalidObject(f"label {SERVICE_NAME_LABEL} missing or empty")
+    service = sys.intern(_dns_label(service, f"label {SERVICE_NAME_LABEL}"))
+    cluster = labels.get(SOURCE_CLUSTER_LABEL)
+    if cluster is not None:
+        # Present but not a name ("", ".", "a b"): endpoint names would land directly
+        # under the service or be unencodable, so the slice is refused, not served
+        # as if it had no cluster id.
+        if not isinstance(cluster, str):
+            raise InvalidObject(f"cluster id {cluster!r} is not a string")
+        try:
+            cluster = sys.intern(b".".join(names.subdomain(cluster)).decode("ascii"))
+        except names.InvalidName as exc:
+            raise InvalidObject(f"cluster id: {exc}") from None
+    address_type = obj.get("addressType")
+    if address_type == "FQDN":
+        return None
+    if address_type not in ("IPv4", "IPv6"):
+        raise InvalidObject(f"addressType {address_type!r} is not IPv4, IPv6 or FQDN")
+    family = 4 if address_type == "IPv4" else 6
+    raw_endpoints = obj.get("endpoints") or []
+    if not isinstance(raw_endpoints, list):
+        raise InvalidObject("endpoints is not a list")
+    endpoints: list[Endpoint] = []
+    serving: list[Endpoint] = []
+    not_ready: list[Endpoint] = []
+    for i, raw in enumerate(raw_endpoints):
+        try:
+            found = _endpoint(raw, family, i, warn)
+        except InvalidObject as exc:
+            warn(f"endpoints[{i}] skipped: {exc}")
+            continue
+        if found is not None:
+            (endpoints, serving, not_ready)[found[1]].append(found[0])
+    return EndpointSlice(
+        namespace=sys.intern(_lower(namespace)),
+        name=name,
+        service=service,
+        cluster=cluster,
+        endpoints=tuple(endpoints),
+        ports=_ports(obj.get("ports"), "ports", warn),
+        serving=tuple(serving),
+        not_ready=tuple(not_ready) if not_ready else (),
+        resource_version=resource_version(obj),
+        trigger_time=_trigger_time(meta),
+    )
+
+
+def cluster_id(text: Any) -> str:
+    """A cluster id as slices' source-cluster labels are read (one or more DNS labels,
+    lower-cased), so that the two compare equal; raises InvalidObject."""
+    if not isinstance(text, str):
+        raise InvalidObject(f"cluster id {text!r} is not a string")
+    try:
+        return b".".join(names.subdomain(text.strip())).decode("ascii")
+    except names.InvalidName as exc:
+        raise InvalidObject(f"cluster id {text!r}: {exc}") from None
+
+
+def is_cluster_property(obj: Mapping[str, Any]) -> bool:
+    api = obj.get("apiVersion")
+    return (kind_of(obj) == "ClusterProperty" and isinstance(api, str)
+            and api.split("/")[0] == ABOUT_GROUP)
+
+
+def cluster_property(obj: Mapping[str, Any], warn: Warn = _ignore) -> str | None:
+    """The cluster id a ClusterProperty gives (only those of CLUSTER_ID_PROPERTIES
+    do; None for any other property)."""
+    _, name = key_of(obj)
+    if name not in CLUSTER_ID_PROPERTIES:
+        return None
+    spec = obj.get("spec")
+    value = spec.get("value") if isinstance(spec, Mapping) else None
+    return cluster_id(value)
+
+
+def pick_cluster_id(values: Mapping[str, str | None]) -> str | None:
+    """The cluster id given the values of the ClusterProperties by name: the first of
+    CLUSTER_ID_PROPERTIES that has one wins."""
+    return next((values[name] for name in CLUSTER_ID_PROPERTIES
+                 if values.get(name) is not None), None)
+
+
+def node_zone(obj: Mapping[str, Any]) -> str | None:
+    """A Node's topology zone label, or None."""
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    zone = labels.get(ZONE_LABEL) if isinstance(labels, Mapping) else None
+    return zone if isinstance(zone, str) and zone else None

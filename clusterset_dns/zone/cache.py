@@ -1,0 +1,752 @@
+"""The object stores and the zone of ready-made answers built from them.
+
+Sources (manifest files, the Kubernetes watch) describe changes as a list of
+:data:`Op`; :meth:`Cache.apply` applies one list and rebuilds the services it
+touched before returning. The answer dicts are changed in place inside that
+one synchronous call, so on the event loop a query sees either all of an
+update or none of it. Ops are small frozen dataclasses (picklable) so that the
+same list can be fanned out to worker processes.
+
+Every object is admitted before it is stored: each name it would make under
+the zone must fit DNS (:mod:`names`). An object that cannot be served whole is
+not stored (a port whose ``_<port>._<proto>`` name cannot exist only loses that
+name); either way :meth:`Cache.apply` reports it in :class:`Applied`, and never
+stops the rest of the update for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from clusterset_dns.zone import delta, names, serials, truncate, wire
+from clusterset_dns.zone.model import (
+    IP,
+    EndpointSlice,
+    ObjectKey,
+    Port,
+    Prefer,
+    ServiceImport,
+    ServiceType,
+)
+from clusterset_dns.zone.names import Labels, ZoneNames, to_wire
+from clusterset_dns.zone.records import Built, RecordBuilder
+from clusterset_dns.zone.responses import ResponseMemory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PutImport:
+    """Store a ServiceImport under ``key``; ``obj`` None deletes it."""
+
+    key: ObjectKey
+    obj: ServiceImport | None
+
+
+@dataclass(frozen=True, slots=True)
+class PutSlice:
+    """Store an EndpointSlice under ``key``; ``obj`` None deletes it."""
+
+    key: ObjectKey
+    obj: EndpointSlice | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceImports:
+    """The complete set of ServiceImports (a list): what it lacks is deleted."""
+
+    objects: Mapping[ObjectKey, ServiceImport]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceSlices:
+    """The complete set of EndpointSlices (a list): what it lacks is deleted."""
+
+    objects: Mapping[ObjectKey, EndpointSlice]
+
+
+@dataclass(frozen=True, slots=True)
+class SetSynced:
+    """Every source has delivered its first complete state (or lost it)."""
+
+    synced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SetClusterId:
+    """The id of the cluster this server runs in (as convert.cluster_id writes it), or
+    None when unknown: PreferClose imports answer with its endpoints first."""
+
+    cluster_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTopologyZone:
+    """The topology zone this server runs in, or None: within the local cluster,
+    PreferClose imports answer with this zone's endpoints first."""
+
+    zone: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PutRejected:
+    """A source could not convert the object ``kind`` ``key`` (of the service
+    ``service``, when it could be read): ``reason`` says why; None: that object is
+    gone or valid again. Its service's empty answers say so."""
+
+    kind: str
+    key: ObjectKey
+    service: ObjectKey | None
+    reason: str | None
+    reference: tuple[str, str] = ("", "")  # (apiVersion, uid): for Events (--events)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceRejected:
+    """Every object a source could not convert: (kind, key) -> (service, reason)."""
+
+    objects: Mapping[tuple[str, ObjectKey], tuple[ObjectKey | None, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class SetSerial:
+    """The serial the zone has after this update: the parent picks it and its workers
+    follow, so that every process of one server answers (and transfers) the same one."""
+
+    serial: int
+
+
+Op = (PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced | SetClusterId
+      | SetTopologyZone | SetSerial | PutRejected | ReplaceRejected)
+# One answer key's change: (key, old answer, new answer); None = absent.
+Change = tuple[bytes, "wire.Answer | None", "wire.Answer | None"]
+# A service's answer keys, names without records, and names with a reason (EDE).
+Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]
+
+IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An object (or part of one) that the zone cannot hold, reported once per put."""
+
+    kind: str  # IMPORT or SLICE
+    key: ObjectKey
+    reason: str
+    served: bool  # True: the rest of the object is served (only a port name was dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """What the cache remembers of a refused object, for explain and EDE texts."""
+
+    service: ObjectKey | None  # the import it would feed, when known
+    reason: str
+    served: bool  # the rest of the object is served (a source's rejection: never)
+    source: bool  # reported by the source (conversion) rather than by admission
+    reference: tuple[str, str] = ("", "")  # (apiVersion, uid) when known (Events)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What one :meth:`Cache.apply` did: the caller decides what follows (metrics, memory)."""
+
+    rebuilt: int  # services whose answers were rebuilt
+    rejected: tuple[Rejected, ...] = ()
+
+
+class RebuildError(RuntimeError):
+    """A bug while building answers. Raised after every other service of the update was
+    rebuilt; the failed services keep their previous answers and are retried with
+    every later update."""
+
+
+# Negative answers remembered between zone changes: bounded, since the names come
+# from clients; 16,384 keys of ~60 bytes cost about 2 MiB at most.
+NEGATIVES_CAP = 16_384
+# Truncated UDP forms remembered (Zone.cut_forms): a form is at most a UDP answer
+# (1232 bytes by default), so 4,096 cost about 5 MiB at most.
+CUT_FORMS_CAP = 4_096
+
+# How an import stands (Cache.states): answers something; has no ready endpoint (or
+# no usable IP); never converted (only its rejection is known).
+SERVED, NO_ENDPOINT, REJECTED = "served", "no_endpoint", "rejected"
+
+# How a name stands in the zone (Zone.lookup).
+MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
+
+# Every type a name can own records of here, as key suffixes (type, class IN).
+TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
+                      for t in (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.SOA, wire.NS))
+
+
+def _owns_records(answers: Mapping[bytes, wire.Answer], name: bytes) -> bool:
+    # A loop, not any(): this runs for every negative answer on the fast path.
+    for suffix in TYPE_SUFFIXES:  # noqa: SIM110
+        if name + suffix in answers:
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class Zone:
+    """What the handler reads. The dicts keep their identity for the process's life."""
+
+    apex_wire: bytes
+    answers: dict[bytes, wire.Answer] = field(default_factory=dict)
+    # Names that exist without records (ENTs, ...) -> reference count; a name with
+    # records is known by its answers, so it is not kept here a second time.
+    names: dict[bytes, int] = field(default_factory=dict)
+    any_answer: wire.Answer | None = None  # RFC 8482's HINFO, the same for every name
+    nxdomain: wire.Answer | None = None
+    nodata: wire.Answer | None = None
+    synced: bool = False
+    serial: int = 0
+    # NXDOMAIN/NODATA answers the handler worked out, keyed like ``answers`` (at most
+    # NEGATIVES_CAP). They depend on the serial (the SOA in them), on which names
+    # exist and on ``synced``: :meth:`changed` empties them whenever any of these moves.
+    negatives: dict[bytes, wire.Answer] = field(default_factory=dict)
+    # Whole UDP responses the handler built (responses.ResponseMemory). Same lifetime
+    # rule.
+    responses: ResponseMemory = field(default_factory=ResponseMemory)
+    # Names whose negative answers carry an EDE (RFC 8914): name -> wire.ede(...).
+    # Changed only with answers (a new serial), so the memories above stay right.
+    explained: dict[bytes, bytes] = field(default_factory=dict)
+    # How the answers that can exceed a UDP client's size are cut (truncate.Cuts), by
+    # answer key; changed with the answers. ``cut_forms``: the truncated forms served so
+    # far, by (key, rotation, room), at most CUT_FORMS_CAP; emptied like the others.
+    cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
+    cut_forms: dict[tuple[bytes, int, int], truncate.Form | None] = field(default_factory=dict)
+    # Moves with every change (a transfer's shared snapshot is reused while it holds).
+    generation: int = 0
+
+    def changed(self) -> None:
+        """Called after every change to what the zone answers (the serial moves with
+        every rebuild; ``synced`` can flip without one)."""
+        self.generation += 1
+        self.negatives.clear()
+        self.responses.clear()
+        self.cut_forms.clear()
+
+    def lookup(self, name: bytes) -> int:
+        """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
+        for a lower-case wire-format name. The one place existence is decided."""
+        if _owns_records(self.answers, name):
+            return HAS_RECORDS
+        return EMPTY if name in self.names else MISSING
+
+    def exists(self, name: bytes) -> bool:
+        return _owns_records(self.answers, name) or name in self.names
+
+
+class Cache:
+    def __init__(self, zone_names: ZoneNames, ttl: int, ns_addresses: Iterable[IP] = (),
+                 log_rejected: bool = True, cluster_id: str | None = None,
+                 topology_zone: str | None = None, node_name: str | None = None,
+                 serve_terminating: bool = False,
+                 clock: Callable[[], float] = time.time,
+                 on_change: Callable[[int, int, list[Change] | None], None] | None = None,
+                 record_programming: bool = False) -> None:
+        """``log_rejected=False``: a worker process, whose parent already logged what
+        the same update rejected (the result still reports it). ``cluster_id`` and
+        ``topology_zone``: where the server runs, as configured (changed later by ops);
+        ``node_name`` and ``serve_terminating``: as configured, never changed.
+        ``clock``: unix time, for the serial (:mod:`serials`).
+
+        ``on_change``: a journal's (IXFR), called after every serial change with the
+        answer keys that changed; None keeps updates free of that bookkeeping. None
+        instead of the keys: the change happened before the first sync (a first list
+        applied page by page), whose half-loaded serials keep no history.
+
+        ``record_programming`` (the serving parent): slices changed by apply() that
+        carry a last-change-trigger-time are listed in ``programmed``, as (service
+        kind, trigger time); the caller measures the programming delay once their
+        answers are served, and empties the list."""
+        self.clock = clock
+        self.builder = RecordBuilder(zone_names, ttl, cluster_id, topology_zone, node_name,
+                                     serve_terminating)
+        # Imports whose trafficDistribution is not understood (answered without a
+        # preference): their value, for the metric; each is logged once.
+        self.unknown_traffic: dict[ObjectKey, str] = {}
+        self.names = zone_names
+        self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
+        self.imports: dict[ObjectKey, ServiceImport] = {}
+        self.slices: dict[ObjectKey, EndpointSlice] = {}
+        self._slices_of: dict[ObjectKey, dict[ObjectKey, EndpointSlice]] = {}
+        self._built: dict[ObjectKey, Footprint] = {}
+        self._failed: set[ObjectKey] = set()  # services whose last rebuild raised
+        self._ns_addresses = list(ns_addresses)
+        self._log_rejected = log_rejected
+        self._apex: Footprint | None = None
+        self._forced_serial: int | None = None
+        self.on_change = on_change
+        self._changes: list[Change] = []
+        # Refused objects: (kind, key) -> why; and by the service they would feed.
+        self.rejections: dict[tuple[str, ObjectKey], Rejection] = {}
+        self._rejections_of: dict[ObjectKey, dict[tuple[str, ObjectKey], Rejection]] = {}
+        # When each service's answers were last rebuilt: (serial after it, Unix time).
+        self.changed_at: dict[ObjectKey, tuple[int, float]] = {}
+        # How each service stands (SERVED, NO_ENDPOINT, REJECTED), for the metrics.
+        self.states: dict[ObjectKey, str] = {}
+        self.record_programming = record_programming
+        self.programmed: list[tuple[str, float]] = []
+        # Large Headless services changed after the sync are updated by difference
+        # (delta.py) from at least this many endpoint names; None: always rebuilt whole.
+        self.incremental_min: int | None = delta.INCREMENTAL_MIN
+        self._headless: dict[ObjectKey, delta.Headless] = {}
+        self._touched: dict[ObjectKey, set[ObjectKey]] = {}  # their slices changed since
+        self._may_start = False  # the rebuild in progress may start a delta.Headless
+        self._set_serial(serials.at(clock()))
+
+    # -- applying changes ----------------------------------------------------------------
+
+    def apply(self, ops: Iterable[Op]) -> Applied:
+        """Applies ``ops`` and rebuilds what they touched. Invalid objects are reported in
+        the result, never raised; a bug raises, after every touched service was rebuilt
+        (or kept whole, with its previous answers)."""
+        dirty: set[ObjectKey] = set(self._failed)
+        rejected: list[Rejected] = []
+        self._forced_serial = None
+        old_serial = self.zone.serial
+        was_synced = self.zone.synced
+        try:
+            for op in ops:
+                self._apply_one(op, dirty, rejected)
+        finally:
+            # Even when an op raised (a bug): what was stored so far gets its answers.
+            failures = self._rebuild_all(dirty, not was_synced and self.zone.synced)
+            if self.zone.serial != old_serial and self.on_change is not None:
+                changes, self._changes = self._changes, []
+                # No history from before the first sync (half-loaded zones), nor of the
+                # update that completes it: the serial before it is this start's, which
+                # a previous run (or another replica) may have handed out for other data,
+                # and an IXFR from it would replay this load onto that.
+                history = was_synced and self.zone.synced
+                self.on_change(old_serial, self.zone.serial, changes if history else None)
+            self._changes = []
+        if failures:
+            raise RebuildError(f"{len(failures)} service(s) could not be rebuilt, e.g. "
+                               f"{failures[0][0]}: {failures[0][1]!r}") from failures[0][1]
+        return Applied(len(dirty), tuple(rejected))
+
+    def _apply_one(self, op: Op, dirty: set[ObjectKey], rejected: list[Rejected]) -> None:
+        if isinstance(op, PutImport):
+            self._put_import(op.key, op.obj, dirty, rejected)
+        elif isinstance(op, PutSlice):
+            self._put_slice(op.key, op.obj, dirty, rejected)
+        elif isinstance(op, ReplaceImports):
+            for old_key in [k for k in self.imports if k not in op.objects]:
+                self._put_import(old_key, None, dirty, rejected)
+            for new_key, imp in op.objects.items():
+                self._put_import(new_key, imp, dirty, rejected)
+        elif isinstance(op, ReplaceSlices):
+            for old_key in [k for k in self.slices if k not in op.objects]:
+                self._put_slice(old_key, None, dirty, rejected)
+            for new_key, piece in op.objects.items():
+                self._put_slice(new_key, piece, dirty, rejected)
+        elif isinstance(op, SetClusterId | SetTopologyZone):
+            self._set_locality(op, dirty)
+        elif isinstance(op, SetSerial):
+            self._forced_serial = op.serial & 0xFFFFFFFF
+        elif isinstance(op, PutRejected):
+            self._note(op.kind, op.key, None if op.reason is None
+                       else Rejection(op.service, op.reason, False, True, op.reference), dirty)
+        elif isinstance(op, ReplaceRejected):
+            for old in [k for k, r in self.rejections.items()
+                        if r.source and k not in op.objects]:
+                self._note(*old, None, dirty)
+            for (kind, key), (service, reason) in op.objects.items():
+                self._note(kind, key, Rejection(service, reason, False, True), dirty)
+        else:
+            self.zone.synced = op.synced
+            self.zone.changed()
+
+    def _set_locality(self, op: SetClusterId | SetTopologyZone, dirty: set[ObjectKey]) -> None:
+        builder = self.builder
+        if isinstance(op, SetClusterId):
+            if builder.cluster_id == op.cluster_id:
+                return
+            builder.cluster_id = op.cluster_id
+        else:
+            if builder.topology_zone == op.zone:
+                return
+            builder.topology_zone = op.zone
+        # Only preferring imports depend on where the server runs; a ClusterSetIP one
+        # is rebuilt too (its answers come out the same): rarer than worth a check.
+        dirty.update(key for key, imp in self.imports.items()
+                     if imp.prefer is not Prefer.NOTHING)
+
+    def _note(self, kind: str, key: ObjectKey, rejection: Rejection | None,
+              dirty: set[ObjectKey]) -> None:
+        """Records (or, None, forgets) why an object is refused; its service is rebuilt
+        when that changes what its empty answers say."""
+        old = self.rejections.get((kind, key))
+        if old == rejection:
+            return
+        if old is not None:
+            del self.rejections[(kind, key)]
+            if old.service is not None:
+                of = self._rejections_of[old.service]
+                del of[(kind, key)]
+                if not of:
+                    del self._rejections_of[old.service]
+                dirty.add(old.service)
+        if rejection is not None:
+            self.rejections[(kind, key)] = rejection
+            if rejection.service is not None:
+                self._rejections_of.setdefault(rejection.service, {})[(kind, key)] = rejection
+                dirty.add(rejection.service)
+
+    def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
+                    rejected: list[Rejected]) -> None:
+        self._note(IMPORT, key, None, dirty)  # valid now, or deleted
+        if obj is not None:
+            obj = self._admit_import(key, obj, rejected, dirty)
+            if obj is None:
+                return  # keeps serving the last version that fitted, if any
+        old = self.imports.get(key)
+        if old == obj:
+            if old is not None and obj is not None and old is not obj:
+                self.imports[key] = obj  # what only explain shows: conditions, version
+            return  # no DNS-visible change (status conditions, annotations, ...)
+        if obj is None:
+            del self.imports[key]
+        else:
+            self.imports[key] = obj
+        self._note_traffic(key, obj)
+        dirty.add(key)
+
+    def _note_traffic(self, key: ObjectKey, imp: ServiceImport | None) -> None:
+        """Logs a trafficDistribution value not understood once per import (and value)."""
+        unknown = imp.unknown_traffic if imp is not None else None
+        if unknown is None:
+            self.unknown_traffic.pop(key, None)
+            return
+        if self.unknown_traffic.get(key) == unknown:
+            return
+        self.unknown_traffic[key] = unknown
+        if self._log_rejected:
+            log.warning("ServiceImport %s/%s: trafficDistribution %r is not understood "
+                        "(PreferClose, PreferSameZone, PreferSameNode are); answered without "
+                        "a preference", *key, unknown)
+
+    def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey],
+                   rejected: list[Rejected]) -> None:
+        self._note(SLICE, key, None, dirty)
+        if obj is not None:
+            obj = self._admit_slice(key, obj, rejected, dirty)
+            if obj is None:
+                return
+        old = self.slices.get(key)
+        if old == obj:
+            if old is not None and obj is not None and old is not obj:
+                # Only explain's fields changed (resourceVersion): keep the newer one.
+                self.slices[key] = obj
+                self._slices_of[(obj.namespace, obj.service)][key] = obj
+            return
+        if old is not None:
+            service = (old.namespace, old.service)
+            self._touch(service, key)
+            self._slices_of[service].pop(key, None)
+            if not self._slices_of[service]:
+                del self._slices_of[service]
+            dirty.add(service)
+            del self.slices[key]
+        if obj is not None:
+            self.slices[key] = obj
+            service = (obj.namespace, obj.service)
+            self._slices_of.setdefault(service, {})[key] = obj
+            self._touch(service, key)
+            dirty.add(service)
+            imp = self.imports.get(service)
+            if self.record_programming and obj.trigger_time is not None and imp is not None:
+                self.programmed.append((imp.type.value, obj.trigger_time))
+
+    def _touch(self, service: ObjectKey, key: ObjectKey) -> None:
+        if service in self._headless:
+            self._touched.setdefault(service, set()).add(key)
+
+    # -- admission: does every name of the object fit? -----------------------------------
+
+    def _reject(self, rejected: list[Rejected], kind: str, key: ObjectKey, reason: str,
+                served: bool, service: ObjectKey, dirty: set[ObjectKey]) -> None:
+        rejected.append(Rejected(kind, key, reason, served))
+        old = self.rejections.get((kind, key))
+        if old is not None and not old.source and old.served and served:
+            reason = f"{old.reason}; {reason}"  # several ports of one object
+        self._note(kind, key, Rejection(service, reason, served, False), dirty)
+        if not self._log_rejected:
+            return
+        if served:
+            log.warning("%s %s/%s: %s; the rest is served", kind, *key, reason)
+        else:
+            log.warning("%s %s/%s skipped: %s", kind, *key, reason)
+
+    def _service_name(self, kind: str, key: ObjectKey, namespace: str, name: str,
+                      rejected: list[Rejected], dirty: set[ObjectKey]) -> Labels | None:
+        try:
+            return self.names.service(namespace, name)
+        except names.InvalidName as exc:
+            self._reject(rejected, kind, key, f"service name does not fit DNS: {exc}", False,
+                         (namespace, name), dirty)
+            return None
+
+    def _fit_ports(self, kind: str, key: ObjectKey, service: Labels, ports: tuple[Port, ...],
+                   rejected: list[Rejected], owner: ObjectKey,
+                   dirty: set[ObjectKey]) -> tuple[Port, ...]:
+        """The ports, less the names whose ``_<port>._<proto>`` name cannot exist: such a
+        port still counts for the bare-name SRV (as an unnamed port would)."""
+        fitted: list[Port] | None = None
+        for i, port in enumerate(ports):
+            if not port.name:
+                continue
+            try:
+                self.names.port_srv(service, port.name, port.protocol)
+            except names.InvalidName as exc:
+                if fitted is None:
+                    fitted = list(ports)
+                fitted[i] = Port("", port.protocol, port.port)
+                self._reject(rejected, kind, key,
+                             f"port {port.name!r}: no _<port>._<proto> SRV name: {exc}", True,
+                             owner, dirty)
+        return ports if fitted is None else tuple(fitted)
+
+    def _admit_import(self, key: ObjectKey, imp: ServiceImport, rejected: list[Rejected],
+                      dirty: set[ObjectKey]) -> ServiceImport | None:
+        owner = (imp.namespace, imp.name)
+        service = self._service_name(IMPORT, key, imp.namespace, imp.name, rejected, dirty)
+        if service is None:
+            return None
+        ports = self._fit_ports(IMPORT, key, service, imp.ports, rejected, owner, dirty)
+        return imp if ports is imp.ports else replace(imp, ports=ports)
+
+    def _admit_slice(self, key: ObjectKey, piece: EndpointSlice, rejected: list[Rejected],
+                     dirty: set[ObjectKey]) -> EndpointSlice | None:
+        owner = (piece.namespace, piece.service)
+        service = self._service_name(SLICE, key, piece.namespace, piece.service, rejected,
+                                     dirty)
+        if service is None:
+            return None
+        if piece.cluster is not None:
+            try:
+                cluster = names.subdomain(piece.cluster)
+                # The longest endpoint name decides; an address's derived name is at
+                # most 40 characters, so it is only worked out when room is short.
+                room = (names.MAX_NAME_WIRE - names.wire_length(service)
+                        - names.wire_length(cluster))
+                for endpoint in (piece.endpoints + piece.serving if piece.serving
+                                 else piece.endpoints):
+                    if endpoint.hostname is not None:
+                        longest = len(endpoint.hostname)
+                    elif room > names.MAX_DERIVED_HOSTNAME:
+                        continue
+                    else:
+                        longest = max(len(names.endpoint_hostname(ip))
+                                      for ip in endpoint.addresses)
+                    if longest > room:
+                        self.names.endpoint(service, "x" * longest, cluster)  # raises
+            except names.InvalidName as exc:
+                self._reject(rejected, SLICE, key, f"endpoint names do not fit DNS: {exc}",
+                             False, owner, dirty)
+                return None
+        ports = self._fit_ports(SLICE, key, service, piece.ports, rejected, owner, dirty)
+        return piece if ports is piece.ports else replace(piece, ports=ports)
+
+    # -- rebuilding -----------------------------------------------------------------------
+
+    def _rebuild_all(self, dirty: set[ObjectKey], syncing: bool = False
+                     ) -> list[tuple[ObjectKey, Exception]]:
+        """Rebuilds every service in ``dirty``, each on its own: one that raises keeps
+        its previous answers whole and does not stop the others. ``syncing``: this
+        update completes the sync (the serial steps, see below)."""
+        failures: list[tuple[ObjectKey, Exception]] = []
+        forced = self._forced_serial
+        if not dirty and not (syncing and forced is None):
+            if forced is not None and forced != self.zone.serial:
+                self._set_serial(forced)
+            return failures
+        # Not while a first list loads: the lists cost start-up time and memory for
+        # services that may never change.
+        self._may_start = self.zone.synced and not syncing
+        for service in dirty:
+            try:
+                self._rebuild(service)
+            except Exception as exc:  # a bug: reported by apply, after the others
+                failures.append((service, exc))
+                self._failed.add(service)
+            else:
+                self._failed.discard(service)
+        # The clock's serial, always increasing (RFC 1982 arithmetic never sees a step
+        # back). app.Sink applies updates at most once a tick, so this is the clock's
+        # tick. The sync steps a second past it: every serial a previous run of this
+        # server (or another replica) handed out was at most its clock, so a restart,
+        # however quick, starts above them; the next update then waits for the clock.
+        ahead = serials.TICKS if syncing else 0
+        self._set_serial(forced if forced is not None else serials.later(
+            (serials.at(self.clock()) + ahead) & 0xFFFFFFFF, self.zone.serial + 1))
+        stamp = (self.zone.serial, time.time())  # one tuple for the whole update
+        for service in dirty:
+            if service in self._built:
+                self.changed_at[service] = stamp
+            else:
+                self.changed_at.pop(service, None)
+        return failures
+
+    def slices_of(self, service: ObjectKey) -> list[EndpointSlice]:
+        return list(self._slices_of.get(service, {}).values())
+
+    def rejections_of(self, service: ObjectKey) -> dict[tuple[str, ObjectKey], Rejection]:
+        return dict(self._rejections_of.get(service, {}))
+
+    def rejected_texts(self, service: ObjectKey) -> list[str]:
+        """Why objects of ``service`` are not served, as its empty answers say it."""
+        return [f"{kind} {key[0]}/{key[1]} rejected: {rejection.reason}"
+                for (kind, key), rejection in sorted(self._rejections_of.get(service, {}).items())
+                if not rejection.served]
+
+    def _rebuild(self, service: ObjectKey) -> None:
+        imp = self.imports.get(service)
+        state = self._headless.pop(service, None)
+        if state is not None:
+            if imp is not None and self._update(service, state, imp):
+                return
+            footprint = self._built[service]
+            self._built[service] = (delta.all_keys(state), *footprint[1:])
+        built = Built()
+        if imp is not None:
+            built = self.builder.service(imp, self._slices_of.get(service, {}).values(),
+                                         self.rejected_texts(service))
+        else:
+            rejection = self.rejections.get((IMPORT, service))
+            if rejection is not None and not rejection.served:
+                built = self.builder.rejected_import(*service, rejection.reason)
+        self._built[service] = footprint = self._swap(self._built.pop(service, None), built)
+        if imp is None and not built.explained:
+            del self._built[service]
+            self.states.pop(service, None)
+            return
+        self.states[service] = (REJECTED if imp is None else SERVED if built.answers
+                                else NO_ENDPOINT)
+        if (self._may_start and self.incremental_min is not None and imp is not None
+                and imp.type is ServiceType.HEADLESS):
+            state = delta.start(self.builder, imp, self._slices_of.get(service, {}), built,
+                                self.incremental_min)
+            if state is not None:
+                self._headless[service] = state
+                self._built[service] = (state.keys, *footprint[1:])
+
+    def _update(self, service: ObjectKey, state: delta.Headless, imp: ServiceImport) -> bool:
+        """Applies the difference of the service's changed slices (delta.py); False when
+        it must be rebuilt whole (``state`` unchanged)."""
+        assert self.incremental_min is not None
+        touched = self._touched.pop(service, set())
+        answers = self.zone.answers
+        try:
+            diff = delta.update(self.builder, state, imp, self._slices_of.get(service, {}),
+                                touched, answers, self.incremental_min)
+        except Exception:
+            # A bug: which lists it left half-changed is unknown, so the rebuild's
+            # footprint is read from the zone (the service's names end in its own).
+            footprint = self._built[service]
+            self._built[service] = (tuple(key for key in answers
+                                          if key[:-4].endswith(state.svc_wire)),
+                                    *footprint[1:])
+            raise
+        if diff is None:
+            return False
+        if self.on_change is not None and self.zone.synced:
+            for key, after in diff.answers.items():
+                before = answers.get(key)
+                if before is None and after is None:
+                    continue
+                if (before is None or after is None or after.body != before.body
+                        or after.heads[0] != before.heads[0]):
+                    self._changes.append((key, before, after))
+        for key, after in diff.answers.items():
+            if after is None:
+                answers.pop(key, None)
+            else:
+                answers[key] = after
+        cuts = self.zone.cuts
+        for key, cut in diff.cuts.items():
+            if cut is None:
+                cuts.pop(key, None)
+            else:
+                cuts[key] = cut
+        explained = self.zone.explained
+        footprint = self._built[service]
+        for name in footprint[2]:
+            explained.pop(name, None)
+        explained.update(diff.explained)
+        self._built[service] = (footprint[0], footprint[1], tuple(diff.explained))
+        self._headless[service] = state
+        self.states[service] = SERVED
+        return True
+
+    def _swap(self, old: Footprint | None, new: Built) -> Footprint:
+        """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""
+        answers, zone_names = self.zone.answers, self.zone.names
+        # A name with records is known by its answers: only the others are counted.
+        empty = tuple(name for name in new.names if not _owns_records(new.answers, name))
+        if self.on_change is not None and self.zone.synced:
+            self._note_changes(old, new)
+        if old is not None:
+            for key in old[0]:
+                if key not in new.answers:
+                    del answers[key]
+            for name in old[1]:
+                count = zone_names[name] - 1
+                if count:
+                    zone_names[name] = count
+                else:
+                    del zone_names[name]
+        answers.update(new.answers)
+        cuts = self.zone.cuts
+        if old is not None and cuts:
+            for key in old[0]:
+                cuts.pop(key, None)
+        cuts.update(new.cuts)
+        for name in empty:
+            zone_names[name] = zone_names.get(name, 0) + 1
+        explained = self.zone.explained
+        if old is not None:
+            for name in old[2]:
+                explained.pop(name, None)
+        explained.update(new.explained)
+        # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
+        return tuple(new.answers), empty, tuple(new.explained)
+
+    def _note_changes(self, old: Footprint | None, new: Built) -> None:
+        answers, changes = self.zone.answers, self._changes
+        old_keys = old[0] if old is not None else ()
+        for key in old_keys:
+            before, after = answers[key], new.answers.get(key)
+            if after is None or after.body != before.body or after.heads[0] != before.heads[0]:
+                changes.append((key, before, after))
+        kept = set(old_keys)
+        changes.extend((key, None, answer) for key, answer in new.answers.items()
+                       if key not in kept)
+
+    def _set_serial(self, serial: int) -> None:
+        serial &= 0xFFFFFFFF
+        zone = self.zone
+        zone.serial = serial
+        apex = self.builder.apex(serial, self._ns_addresses)
+        self._apex = self._swap(self._apex, apex)
+        zone.nxdomain = self.builder.negative(serial, wire.NXDOMAIN)
+        zone.nodata = self.builder.negative(serial, wire.NOERROR)
+        zone.changed()  # every change to names or answers passes here (a new serial)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "imports": len(self.imports),
+            "slices": len(self.slices),
+            "answers": len(self.zone.answers),
+            "names": len(self.zone.names),
+        }
