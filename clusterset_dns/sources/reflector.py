@@ -94,7 +94,7 @@ class NotServed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    label: str  # for logs and metrics: "serviceimports multicluster.x-k8s.io/v1beta1"
+    description: str  # for logs: "serviceimports multicluster.x-k8s.io/v1beta1 in prod"
     path: str  # collection path, e.g. /apis/discovery.k8s.io/v1/endpointslices
     op_kind: str  # "import" or "slice": metric label and invalid-object kind
     selector: str | None  # label selector, applied by the API server
@@ -256,7 +256,7 @@ class Reflector:
         self.known, self.suspect = found, set()
         self.resource_version = version
         self.next_relist = self._relist_due()
-        log.info("listed %d %s (resourceVersion %s)", count, self.resource.label, version)
+        log.info("listed %d %s (resourceVersion %s)", count, self.resource.description, version)
         if not self.listed:
             self.listed = True
             self.on_listed()
@@ -274,7 +274,7 @@ class Reflector:
                 self.metrics.relist_drift.labels(self.resource.op_kind, change).inc(number)
         if added or removed or changed:
             log.warning("%s: the %s relist found %d added, %d removed, %d changed objects "
-                        "that the watch had not delivered; repaired", self.resource.label,
+                        "that the watch had not delivered; repaired", self.resource.description,
                         reason, added, removed, changed)
 
     async def went_back(self) -> bool:
@@ -289,7 +289,7 @@ class Reflector:
             return False
         log.warning("%s: the API server is at resourceVersion %s, before ours (%s): its "
                     "storage went back in time (restored from a backup?); listing again",
-                    self.resource.label, page.resource_version, self.resource_version)
+                    self.resource.description, page.resource_version, self.resource_version)
         return True
 
     async def watch(self) -> None:
@@ -439,15 +439,15 @@ class Reflector:
                     reason = "periodic"
                     continue
                 self.metrics.watch_restarts.labels(self.resource.op_kind, "timeout").inc()
-                log.debug("watch of %s ended; resuming", self.resource.label)
+                log.debug("watch of %s ended; resuming", self.resource.description)
             except Gone as exc:
                 log.info("%s: resourceVersion too old (%s); listing again",
-                         self.resource.label, exc)
+                         self.resource.description, exc)
                 self.metrics.watch_restarts.labels(self.resource.op_kind, "gone").inc()
                 reason = "gone"
             except KubeError as exc:
                 if isinstance(exc, ApiError) and exc.status == 404 and self.discovered:
-                    raise NotServed(f"{self.resource.label}: {exc}") from None
+                    raise NotServed(f"{self.resource.description}: {exc}") from None
                 if isinstance(exc, ApiError) and exc.status == 410:
                     reason = "gone"  # expired list continue token, or 410 as a status
                 cause = ("api-error" if isinstance(exc, ApiError)
@@ -455,7 +455,7 @@ class Reflector:
                 self.metrics.watch_restarts.labels(self.resource.op_kind, cause).inc()
                 delay = self.backoff.next()
                 log.warning("%s: %s; retrying in %.1fs (serving the last known data)",
-                            self.resource.label, exc, delay)
+                            self.resource.description, exc, delay)
                 await self.clock.sleep(delay)
             except (NotServed, asyncio.CancelledError):
                 raise
@@ -467,7 +467,7 @@ class Reflector:
                 self.metrics.watch_restarts.labels(self.resource.op_kind, "bug").inc()
                 delay = self.backoff.next()
                 log.exception("%s: internal error (a bug; please report it); rebuilding "
-                              "from a full list in %.1fs", self.resource.label, delay)
+                              "from a full list in %.1fs", self.resource.description, delay)
                 self.pending.clear()
                 reason, rebuild = "bug", True
                 await self.clock.sleep(delay)
