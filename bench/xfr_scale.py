@@ -43,13 +43,12 @@ from dnslib import DNSRecord
 from clusterset_dns_testkit.bench import cli
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.apiload import (
-    IMPORTS,
-    NAMESPACES,
     SLICES,
     Writer,
     dns_a,
     ip4,
     load,
+    paced_writes,
 )
 from clusterset_dns_testkit.peers import KubeAPI, free_port
 from clusterset_dns_testkit.secondary import KnotSecondary, serial_at
@@ -140,7 +139,6 @@ def propagation(api: Any, port: int, knot_port: int, log: Path,
                 args: Any) -> dict[str, Any]:
     """Writes at a fixed rate; a checker thread asks us and Knot until each write shows
     (unix times), and our log says when its serial's NOTIFY and IXFR went out."""
-    writer = Writer(api)
     pending: dict[str, dict[str, Any]] = {}
     done_items: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -165,27 +163,12 @@ def propagation(api: Any, port: int, knot_port: int, log: Path,
                 if not items:
                     time.sleep(0.0005)
 
+    def begin(name: str, want: str) -> None:
+        pending[name] = {"want": want, "start": time.time()}
+
     checker = threading.Thread(target=check, daemon=True)
     checker.start()
-    interval = 1.0 / args.rate
-    next_at = time.monotonic()
-    for n in range(args.updates):
-        i = (n * 7919) % args.imports
-        ns = f"ns-{i % NAMESPACES}"
-        name = f"svc-{i}.{ns}.svc.clusterset.local"
-        while True:  # one pending update per name, so each measurement is unambiguous
-            with lock:
-                if name not in pending:
-                    break
-            time.sleep(0.001)
-        want = ip4(n + 1, 12)
-        now = time.monotonic()
-        if now < next_at:
-            time.sleep(next_at - now)
-        next_at += interval
-        with lock:
-            pending[name] = {"want": want, "start": time.time()}
-        writer.send("PATCH", IMPORTS.format(ns=ns) + f"/svc-{i}", {"spec": {"ips": [want]}})
+    paced_writes(Writer(api), args, pending, lock, begin)
     done.set()
     checker.join(60)
     time.sleep(1)  # the log's last lines
@@ -298,5 +281,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    assert NAMESPACES
     raise SystemExit(main())

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -185,9 +186,35 @@ def api_memory_mib(api: KubeAPI) -> float:
     return sum(tree_memory_mib(p.pid)[0] for p in procs)
 
 
+def paced_writes(writer: Writer, args: argparse.Namespace, pending: Mapping[str, Any],
+                 lock: threading.Lock, begin: Callable[[str, str], None]) -> None:
+    """``args.updates`` ServiceImport IP changes at ``args.rate`` a second, spread over
+    the imports; ``begin(name, ip)`` is called under ``lock`` just before each write. A
+    name still in ``pending`` (its last write not yet seen) is not written again until
+    it is gone, so each measurement is unambiguous."""
+    interval = 1.0 / args.rate
+    next_at = time.monotonic()
+    for n in range(args.updates):
+        i = (n * 7919) % args.imports
+        ns = f"ns-{i % NAMESPACES}"
+        name = f"svc-{i}.{ns}.svc.clusterset.local"
+        while True:
+            with lock:
+                if name not in pending:
+                    break
+            time.sleep(0.001)
+        want = ip4(n + 1, 12)
+        now = time.monotonic()
+        if now < next_at:
+            time.sleep(next_at - now)
+        next_at += interval
+        with lock:
+            begin(name, want)
+        writer.send("PATCH", IMPORTS.format(ns=ns) + f"/svc-{i}", {"spec": {"ips": [want]}})
+
+
 def propagation(api: KubeAPI, port: int, args: argparse.Namespace) -> dict[str, float]:
     """Writes at a fixed rate; a checker thread measures when DNS shows each write."""
-    writer = Writer(api)
     pending: dict[str, tuple[str, float]] = {}
     latencies: list[float] = []
     lock = threading.Lock()
@@ -210,28 +237,12 @@ def propagation(api: KubeAPI, port: int, args: argparse.Namespace) -> dict[str, 
                 if not items:
                     time.sleep(0.0005)
 
+    def begin(name: str, want: str) -> None:
+        pending[name] = (want, time.monotonic())
+
     checker = threading.Thread(target=check, daemon=True)
     checker.start()
-    interval = 1.0 / args.rate
-    next_at = time.monotonic()
-    for n in range(args.updates):
-        i = (n * 7919) % args.imports
-        ns = f"ns-{i % NAMESPACES}"
-        name = f"svc-{i}.{ns}.svc.clusterset.local"
-        while True:  # one pending update per name, so each measurement is unambiguous
-            with lock:
-                if name not in pending:
-                    break
-            time.sleep(0.001)
-        want = ip4(n + 1, 12)
-        now = time.monotonic()
-        if now < next_at:
-            time.sleep(next_at - now)
-        next_at += interval
-        started = time.monotonic()
-        with lock:
-            pending[name] = (want, started)
-        writer.send("PATCH", IMPORTS.format(ns=ns) + f"/svc-{i}", {"spec": {"ips": [want]}})
+    paced_writes(Writer(api), args, pending, lock, begin)
     done.set()
     checker.join(60)
     lat = sorted(latencies)
