@@ -91,7 +91,7 @@ def knot_version() -> dict[str, str]:
 
 NOTIFIED = re.compile(r"NOTIFY of serial (\d+) acknowledged")
 IXFR_SERVED = re.compile(r"IXFR of serial (\d+): incremental")
-STAGES = ("write_to_primary", "primary_to_notify", "notify_to_ixfr", "ixfr_to_knot")
+STAGES = ("write_to_primary", "write_to_notify", "write_to_ixfr", "write_to_knot")
 
 
 def soa_serial(port: int, sock: socket.socket) -> int | None:
@@ -179,16 +179,20 @@ def propagation(api: Any, port: int, knot_port: int, log: Path,
         serial = item.get("serial")
         if serial is None:
             continue
-        # The first NOTIFY after our answer changed, the first IXFR after that NOTIFY.
-        notified = first_at_or_after(events["notify"], serial, item["primary"])
+        # From the write: the first NOTIFY of a serial at or after the one read with
+        # the changed answer (the NOTIFY goes out at the serial's step, often before
+        # the checker sees the answer, so it is not looked for after that), the first
+        # IXFR of such a serial after that NOTIFY, Knot's answer. Each is the time from
+        # the write, so no stage comes out negative.
+        notified = first_at_or_after(events["notify"], serial, item["start"])
         served = (first_at_or_after(events["ixfr"], serial, notified)
                   if notified is not None else None)
         if notified is None or served is None:
             continue
         stages["write_to_primary"].append(item["primary"] - item["start"])
-        stages["primary_to_notify"].append(notified - item["primary"])
-        stages["notify_to_ixfr"].append(served - notified)
-        stages["ixfr_to_knot"].append(item["knot"] - served)
+        stages["write_to_notify"].append(notified - item["start"])
+        stages["write_to_ixfr"].append(served - item["start"])
+        stages["write_to_knot"].append(item["knot"] - item["start"])
     latencies = sorted(item["knot"] - item["start"] for item in seen)
     primary = [item["primary"] - item["start"] for item in seen]
     return {"updates": args.updates, "rate_per_s": args.rate, "seen": len(seen),

@@ -276,10 +276,10 @@ def _xfr(x: Result) -> str:
     return f"{x['seconds']:.2f} s, {x['bytes'] / 1e6:.1f} MB in {x['messages']:,} messages"
 
 
-_STAGES = {"write_to_primary": "write to our answer (API, watch, serial step)",
-           "primary_to_notify": "our answer to NOTIFY acknowledged",
-           "notify_to_ixfr": "NOTIFY to IXFR served (Knot's SOA check, IXFR)",
-           "ixfr_to_knot": "IXFR served to Knot's answer (Knot's apply)"}
+_STAGES = {"write_to_primary": "our answer (API, watch, serial step)",
+           "write_to_notify": "our NOTIFY acknowledged by Knot",
+           "write_to_ixfr": "IXFR served to Knot (after its SOA check)",
+           "write_to_knot": "Knot's answer (after applying the IXFR)"}
 
 
 def _xfr_sizes(path: Path, result: Result, root: Path) -> list[str]:
@@ -314,9 +314,9 @@ def _xfr_sizes(path: Path, result: Result, root: Path) -> list[str]:
                      f"{_xfr(knot)} | {ours['seconds'] / knot['seconds']:.2f} | {latency} | "
                      f"[{date}]({os.path.relpath(file.resolve(), root)}) "
                      f"({d.get('load_average', 0):.1f}) |")
-    lines += ["", "Where the time of an API write to Knot's answer goes (medians over the "
-              "writes, each write timed where it shows: our answer, our log's NOTIFY "
-              "acknowledgement and IXFR, Knot's answer):", "",
+    lines += ["", "Where the time of an API write to Knot's answer goes: milliseconds from "
+              "the write until each step, medians over the writes (our answer as a client "
+              "sees it; the NOTIFY and the IXFR from our log; Knot's answer):", "",
               "| size | " + " | ".join(_STAGES.values()) + " |",
               "| --- |" + " ---: |" * len(_STAGES)]
     for scale in sorted(newest):
