@@ -39,13 +39,12 @@ def portable(text: str) -> str:
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as a user types it from the repository root: ``python bench/x.py ...``
-    (paths under the checkout or the home directory written relative to them)."""
+    """The command as a user types it from the repository root: ``python bench/x.py ...``."""
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
     with contextlib.suppress(ValueError):
         script = script.resolve().relative_to(REPO)
-    return portable(shlex.join(["python", str(script), *argv[1:]]))
+    return shlex.join(["python", str(script), *argv[1:]])
 
 
 def cpu_model() -> str:
@@ -97,7 +96,9 @@ def envelope(benchmark: str, data: dict[str, Any], *, quick: bool = False,
 
 
 def write(result: dict[str, Any], results: Path = RESULTS) -> Path:
-    """``<results>/<benchmark>/<UTC stamp>[-quick].json``; returns the path."""
+    """``<results>/<benchmark>/<UTC stamp>[-quick].json``; returns the path. Every path
+    of this machine in it (a command, an interpreter, a CRD directory) is written
+    :func:`portable`, so a published result names no directory that exists only here."""
     when = dt.datetime.strptime(result["date"], "%Y-%m-%d %H:%M UTC")
     stamp = when.strftime("%Y%m%dT%H%MZ") + ("-quick" if result["quick"] else "")
     benchmark: str = result["benchmark"]
@@ -107,7 +108,7 @@ def write(result: dict[str, Any], results: Path = RESULTS) -> Path:
         n += 1
         path = path.with_name(f"{stamp}-{n}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    path.write_text(portable(json.dumps(result, indent=1, default=str)) + "\n")
     return path
 
 

@@ -71,6 +71,18 @@ def test_pipeline_takes_the_newest_full_run(tmp_path: Path) -> None:
     assert "No result yet: run `python bench/storm.py`." in text
 
 
+def test_a_written_result_names_no_path_of_this_machine(tmp_path: Path) -> None:
+    result = run_result(111_111, "2026-12-01 10:00")
+    home, repo = Path.home(), res.REPO
+    result["data"]["meta"]["ours_cmd"] = f"{home}/.venv/bin/python3 -m clusterset_dns"
+    result["data"]["meta"]["crds"] = f"{repo}/tests/crds"
+    text = res.write(result, tmp_path / "results").read_text()
+    assert f"{home}/" not in text and f"{repo}/" not in text
+    meta = json.loads(text)["data"]["meta"]
+    assert meta["ours_cmd"] == "~/.venv/bin/python3 -m clusterset_dns"
+    assert meta["crds"] == "./tests/crds"
+
+
 def test_a_file_that_is_not_a_result_is_refused(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "x.json").write_text(json.dumps({"meta": {}, "rows": []}))
