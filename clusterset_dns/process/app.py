@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clusterset_dns.process import logs, metrics, workers
-from clusterset_dns.process.config import Config, ConfigError, HostPort
+from clusterset_dns.base import metrics
+from clusterset_dns.base.config import Config, ConfigError, HostPort
+from clusterset_dns.process import collector, logs, workers
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
@@ -286,7 +287,7 @@ class Server:
             config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
             lambda reason: meters.worker_restarts.labels(reason).inc())
         journal = state.journal
-        meters.registry.register(metrics.ServerCollector(
+        meters.registry.register(collector.ServerCollector(
             cache, state.handler.stats, pool.stats, lambda: len(pool.missing()),
             lambda: journal.records if journal is not None else 0))
         self.notifier = None

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterset_dns import __version__
-from clusterset_dns.process.config import Config, ConfigError
+from clusterset_dns.base.config import Config, ConfigError
 
 ENV_PREFIX = "CLUSTERSET_DNS_"
 _FIELDS = dataclasses.fields(Config)

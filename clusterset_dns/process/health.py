@@ -19,7 +19,7 @@ import logging
 import urllib.parse
 from collections.abc import Callable, Mapping
 
-from clusterset_dns.process.config import HostPort
+from clusterset_dns.base.config import HostPort
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The parent starts each worker as a fresh interpreter (fork + exec, so it is safe
 from a process that already runs an event loop and threads) with one end of a
-socketpair. Over it the parent sends the :class:`~clusterset_dns.process.config.Config`,
+socketpair. Over it the parent sends the :class:`~clusterset_dns.base.config.Config`,
 then numbered :class:`Update` messages (the very op lists its source produced,
 pickled) and :class:`StartServing`; each worker binds its own sockets with
 SO_REUSEPORT (the kernel spreads queries across them) and keeps its own cache.
@@ -35,8 +35,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterset_dns.process.clock import SYSTEM, Clock
-from clusterset_dns.process.config import Config
+from clusterset_dns.base.clock import SYSTEM, Clock
+from clusterset_dns.base.config import Config
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.zone.cache import Op
 

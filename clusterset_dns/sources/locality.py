@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from clusterset_dns.process.clock import SYSTEM, Clock
-from clusterset_dns.process.config import Config
-from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.base.clock import SYSTEM, Clock
+from clusterset_dns.base.config import Config
+from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import convert, discovery
 from clusterset_dns.sources.kube import KubeError
 from clusterset_dns.sources.reflector import Client, NotServed, Reflector, Resource, api_backoff

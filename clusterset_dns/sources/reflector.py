@@ -38,9 +38,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from clusterset_dns.process.clock import SYSTEM, Backoff, Clock
-from clusterset_dns.process.config import Config
-from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.base.clock import SYSTEM, Backoff, Clock
+from clusterset_dns.base.config import Config
+from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import convert
 from clusterset_dns.sources.kube import (
     ApiError,

@@ -9,9 +9,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from clusterset_dns.process.clock import SYSTEM, Clock
-from clusterset_dns.process.config import Config, ConfigError
-from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.base.clock import SYSTEM, Clock
+from clusterset_dns.base.config import Config, ConfigError
+from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import convert, discovery
 from clusterset_dns.sources.kube import KubeClient, KubeConfigError, KubeError
 from clusterset_dns.sources.reflector import Client, NotServed, Reflector, Resource, api_backoff

@@ -25,8 +25,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.tsig
 
-from clusterset_dns.process.clock import SYSTEM, Clock
-from clusterset_dns.process.config import HostPort
+from clusterset_dns.base.clock import SYSTEM, Clock
+from clusterset_dns.base.config import HostPort
 
 log = logging.getLogger(__name__)
 

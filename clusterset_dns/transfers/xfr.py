@@ -36,7 +36,7 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
-from clusterset_dns.process.config import ConfigError, Network
+from clusterset_dns.base.config import ConfigError, Network
 from clusterset_dns.transfers import zonedata
 from clusterset_dns.transfers.journal import Diff, Journal
 from clusterset_dns.transfers.zonedata import Snapshot

@@ -13,7 +13,7 @@ import heapq
 import itertools
 import random
 
-from clusterset_dns.process.clock import Clock
+from clusterset_dns.base.clock import Clock
 
 
 class FakeClock(Clock):

@@ -25,7 +25,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-from clusterset_dns.process.config import Config
+from clusterset_dns.base.config import Config
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import Cache, ReplaceImports, ReplaceSlices, SetSynced

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterset_dns.base.config import Config
 from clusterset_dns.process import app
-from clusterset_dns.process.config import Config
 from clusterset_dns_testkit.objects import service_import
 from clusterset_dns_testkit.peers import free_port
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterset_dns.base.config import Config, ConfigError
 from clusterset_dns.process.cli import build_parser, env_name, flag_name, to_config
-from clusterset_dns.process.config import Config, ConfigError
 
 
 def config_of(*argv: str, env: dict[str, str] | None = None) -> Config:

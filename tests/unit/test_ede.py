@@ -212,7 +212,7 @@ def test_a_change_of_the_text_alone_moves_the_serial() -> None:
 
 
 def _families(cache: Any, handler: Handler) -> dict[str, dict[tuple[str, ...], float]]:
-    from clusterset_dns.process.metrics import ServerCollector
+    from clusterset_dns.process.collector import ServerCollector
 
     out: dict[str, dict[tuple[str, ...], float]] = {}
     for family in ServerCollector(cache, handler.stats).collect():

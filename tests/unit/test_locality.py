@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clusterset_dns.base.config import Config, ConfigError
 from clusterset_dns.process.app import snapshot
 from clusterset_dns.process.cli import build_parser, to_config
-from clusterset_dns.process.config import Config, ConfigError
 from clusterset_dns.process.dump import dump, zone_lines
 from clusterset_dns.sources import convert
 from clusterset_dns.sources.manifests import ManifestSource

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns.process.config import Config
-from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.base.config import Config
+from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import locality
 from clusterset_dns.sources.kube import ApiError, KubeError
 from clusterset_dns.zone.cache import Op, SetClusterId, SetTopologyZone

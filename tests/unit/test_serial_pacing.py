@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from ipaddress import ip_address
 
+from clusterset_dns.base.config import Config
+from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.process import app, workers
-from clusterset_dns.process.config import Config
-from clusterset_dns.process.metrics import Metrics
 from clusterset_dns.transfers.journal import Journal
 from clusterset_dns.zone import serials
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterset_dns.process import metrics
+from clusterset_dns.base import metrics
 from clusterset_dns.serving.stats import Stats
 
 

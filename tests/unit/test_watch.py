@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns.process.config import Config
-from clusterset_dns.process.metrics import Metrics
+from clusterset_dns.base.config import Config
+from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert, reflector, watch
 from clusterset_dns.sources.kube import ApiError, KubeError

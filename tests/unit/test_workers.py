@@ -19,9 +19,9 @@ import dns.asyncquery
 import dns.message
 import pytest
 
-from clusterset_dns.process import app, metrics, workers
-from clusterset_dns.process.clock import SYSTEM, Clock
-from clusterset_dns.process.config import Config
+from clusterset_dns.base.clock import SYSTEM, Clock
+from clusterset_dns.base.config import Config
+from clusterset_dns.process import app, collector, workers
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import Cache, Op, PutImport, SetSynced
@@ -144,8 +144,8 @@ def test_a_killed_worker_is_restarted_and_resynced(caplog: pytest.LogCaptureFixt
 
 def scraped(parent: Parent) -> dict[str, float]:
     """The parent's /metrics families of one value (what the app's collector reads)."""
-    collector = metrics.ServerCollector(parent.cache, Stats(), parent.pool.stats)
-    return {family.name: family.samples[0].value for family in collector.collect()
+    scrape = collector.ServerCollector(parent.cache, Stats(), parent.pool.stats)
+    return {family.name: family.samples[0].value for family in scrape.collect()
             if len(family.samples) == 1}
 
 
