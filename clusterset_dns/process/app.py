@@ -31,6 +31,7 @@ from clusterset_dns.base.config import Config, ConfigError, HostPort
 from clusterset_dns.process import collector, logs, workers
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.serving.handler import Handler
+from clusterset_dns.serving.observe import Observer, fan_out
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.sources import convert
@@ -91,7 +92,14 @@ class ProcessState:
                          max_tcp_connections=config.max_tcp_connections,
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
-                         remembering=self.handler)
+                         remembering=self.handler,
+                         observe=answer_observer(config))
+
+
+def answer_observer(config: Config) -> Observer | None:
+    """What the flags ask to see of every answer (observe.Observer), in each process
+    that answers; None (the default): nothing, and the transports' plain path."""
+    return fan_out([])
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False

@@ -9,10 +9,12 @@ import errno
 import logging
 import resource
 import socket
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
 
 from clusterset_dns.serving import udpbatch
+from clusterset_dns.serving.observe import Guard, Observer
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +80,12 @@ class UDPReader:
     BATCH = udpbatch.BATCH  # then yield to the loop, so a flood cannot starve the watch
     MAX_QUERY = udpbatch.MAX_QUERY
 
-    def __init__(self, sock: socket.socket, handle: Handle) -> None:
+    def __init__(self, sock: socket.socket, handle: Handle, observe: Observer | None = None
+                 ) -> None:
         self.sock = sock
         self.handle = handle
+        self.observer = observe  # each UDP reader guards it itself
+        self.observe: Observer | None = Guard(observe) if observe is not None else None
         self.addr: Any = None  # the sender of the datagram being answered
         self.sender: udpbatch.Peer = lambda: str(self.addr[0])  # asked for by an IXFR
 
@@ -93,8 +98,9 @@ class UDPReader:
 
     def _readable(self) -> None:
         recvfrom, sendto, handle = self.sock.recvfrom, self.sock.sendto, self.handle
-        sender = self.sender
+        sender, observe = self.sender, self.observe
         size = self.MAX_QUERY
+        started = 0
         for _ in range(self.BATCH):
             try:
                 data, addr = recvfrom(size)
@@ -103,6 +109,8 @@ class UDPReader:
             except OSError as exc:  # e.g. an ICMP error queued on the socket
                 log.debug("UDP receive: %s", exc)
                 continue
+            if observe is not None:
+                started = time.perf_counter_ns()
             self.addr = addr
             response = handle(data, False, sender)
             if response is not None:
@@ -110,6 +118,8 @@ class UDPReader:
                     sendto(response, addr)
                 except OSError as exc:  # send buffer full: UDP may drop, the client retries
                     log.debug("UDP send to %s: %s", addr, exc)
+            if observe is not None:
+                observe(data, response, False, addr, started)
 
 
 UDPIO = ("auto", "batched", "plain")
@@ -117,17 +127,17 @@ UDPIO = ("auto", "batched", "plain")
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
                remembering: udpbatch.Remembering | None = None,
-               ) -> UDPReader | udpbatch.BatchReader:
+               observe: Observer | None = None) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
-    batched where the system has it, else plain."""
+    batched where the system has it, else plain. ``observe``: see observe.Observer."""
     if mode != "plain":
         reason = udpbatch.load()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle, remembering)
+            return udpbatch.BatchReader(sock, handle, remembering, observe)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
-    return UDPReader(sock, handle)
+    return UDPReader(sock, handle, observe)
 
 
 class ConnectionStats(Protocol):
@@ -255,6 +265,8 @@ class TCPProtocol(asyncio.BufferedProtocol):
             return
         handle = self.server.handle
         transfer = self.server.transfer
+        observe = self.server.observe
+        started = 0
         buffer = self.buffer
         out: list[bytes] = []
         size = 0
@@ -274,7 +286,11 @@ class TCPProtocol(asyncio.BufferedProtocol):
                         out.clear()
                     self._start_transfer(coro)
                     return
+            if observe is not None:
+                started = time.perf_counter_ns()
             response = handle(message, True, None)
+            if observe is not None:
+                observe(message, response, True, self.address(), started)
             if response is None:
                 continue
             if len(response) > MAX_TCP_MESSAGE:  # cannot be framed; the handler never should
@@ -298,6 +314,11 @@ class TCPProtocol(asyncio.BufferedProtocol):
     def peer(self) -> str:
         name = self.transport.get_extra_info("peername") if self.transport else None
         return str(name[0]) if name else ""
+
+    def address(self) -> tuple[Any, ...]:
+        """The client's socket address (observe.Address); ("", 0) when unknown."""
+        name = self.transport.get_extra_info("peername") if self.transport else None
+        return tuple(name) if name else ("", 0)
 
     def _start_transfer(self, coro: Coroutine[Any, Any, None]) -> None:
         assert self.transport is not None and self.loop is not None
@@ -392,12 +413,16 @@ class DNSServer:
     def __init__(self, handle: Handle, listen: list[tuple[str, int]], tcp_idle_timeout: float,
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None, transfer: Transfer | None = None,
-                 remembering: udpbatch.Remembering | None = None) -> None:
+                 remembering: udpbatch.Remembering | None = None,
+                 observe: Observer | None = None) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
         ``transfer``: zone transfers over TCP (None: the handler refuses them);
         ``remembering``: the handler behind ``handle``, whose remembered UDP responses
-        the batched reader answers itself (see udpbatch)."""
+        the batched reader answers itself (see udpbatch); ``observe``: shown every
+        answer, over UDP and TCP (see observe.Observer)."""
         self.handle = handle
+        self.observer = observe  # each UDP reader guards it itself
+        self.observe: Observer | None = Guard(observe) if observe is not None else None
         self.transfer = transfer
         self.remembering = remembering
         self.udp_io = udp_io
@@ -424,7 +449,8 @@ class DNSServer:
         if sockets is None:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
-            reader = udp_reader(udp, self.handle, self.udp_io, self.remembering)
+            reader = udp_reader(udp, self.handle, self.udp_io, self.remembering,
+                                self.observer)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

@@ -1,0 +1,71 @@
+"""The answer observer: the one hook through which the transports show each answer to
+whatever watches answers (the query log, dnstap).
+
+Interface (``Observer``): ``observe(query, response, tcp, peer, started)``, called on
+the event loop's thread once per DNS message read from a client, after its response
+was handed to the kernel:
+
+- ``query``: the whole query message as received (ID included);
+- ``response``: the whole response message (ID included), or None when none was sent
+  (a malformed packet, a dropped TSIG query);
+- ``tcp``: False over UDP, True over TCP;
+- ``peer``: the client's socket address as the ``socket`` module gives it:
+  ``(host, port)``, or ``(host, port, flowinfo, scope_id)`` over IPv6;
+- ``started``: ``time.perf_counter_ns()`` when the query was read (over batched UDP:
+  when its batch was read), for a duration; a wall-clock time of the query is
+  ``time.time_ns() - (time.perf_counter_ns() - started)``.
+
+Zone transfers (AXFR, and IXFR over TCP) are streams, not answers: not observed.
+
+An observer must not block (it runs between two answers) and should be cheap: it is
+called for every answer. What it raises is logged once and otherwise ignored, so that
+a bug in it never costs an answer. Without an observer the transports take their
+usual path: no call, no clock reading, no test per packet (one per batch of up to
+64 datagrams over UDP).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Address = tuple[Any, ...]
+Observer = Callable[[bytes, "bytes | None", bool, Address, int], None]
+
+
+def fan_out(observers: Sequence[Observer | None]) -> Observer | None:
+    """One observer calling each of ``observers`` in turn (None for none at all)."""
+    present = [o for o in observers if o is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+
+    def observe(query: bytes, response: bytes | None, tcp: bool, peer: Address,
+                started: int) -> None:
+        for each in present:
+            each(query, response, tcp, peer, started)
+
+    return observe
+
+
+class Guard:
+    """Calls an observer, logging (once) and swallowing what it raises."""
+
+    __slots__ = ("failed", "observer")
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.failed = False
+
+    def __call__(self, query: bytes, response: bytes | None, tcp: bool, peer: Address,
+                 started: int) -> None:
+        try:
+            self.observer(query, response, tcp, peer, started)
+        except Exception:  # a bug in a watcher must never cost an answer
+            if not self.failed:
+                self.failed = True
+                log.exception("answer observer failed (logged once; answers go on)")
