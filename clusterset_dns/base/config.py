@@ -8,7 +8,7 @@ here; :meth:`Config.__post_init__` is the one place values are validated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from pathlib import Path
 from typing import Any
@@ -74,12 +74,27 @@ def parse_switch(value: str) -> bool:
 
 def flag(default: Any, help: str, *, parse: Callable[[str], Any] = str, repeat: bool = False,
          choices: tuple[str, ...] | None = None, commands: tuple[str, ...] = SERVE,
-         name: str | None = None, switch: bool = False) -> Any:
+         name: str | None = None, switch: bool = False,
+         bounds: tuple[float, float] | None = None, metavar: str | None = None,
+         help_for: dict[str, str] | None = None) -> Any:
     """A field that is also a command-line flag (``--<field-name>`` unless ``name``);
-    ``switch``: a flag without a value (a bool field)."""
+    ``switch``: a flag without a value (a bool field); ``bounds``: the inclusive range
+    of a number (every int and float flag has one: ``float`` reads ``inf`` and ``nan``);
+    ``help_for``: another help text for some commands."""
     meta = {"help": help, "parse": parse_switch if switch else parse, "repeat": repeat,
-            "choices": choices, "commands": commands, "name": name, "switch": switch}
+            "choices": choices, "commands": commands, "name": name, "switch": switch,
+            "bounds": bounds, "metavar": metavar, "help_for": help_for or {}}
     return field(default=default, metadata=meta)
+
+
+def flag_of(f: Field[Any]) -> str:
+    """The command-line flag of a Config field."""
+    return "--" + (f.metadata["name"] or f.name.replace("_", "-"))
+
+
+def number_text(value: float) -> str:
+    """A bound as people write it: 3600, 0.001."""
+    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,28 +102,33 @@ class Config:
     # Zone data.
     manifests: Path | None = flag(
         None, "YAML/JSON file or directory of ServiceImports and EndpointSlices (re-read on "
-        "change); without it, the Kubernetes API is watched", parse=Path, commands=SERVE_AND_DUMP)
+        "change); without it, the Kubernetes API is watched", parse=Path, commands=SERVE_AND_DUMP,
+        metavar="PATH",
+        help_for={"dump": "YAML/JSON file or directory of ServiceImports and EndpointSlices "
+                          "whose records are printed (required)",
+                  "explain": "YAML/JSON file or directory of ServiceImports and EndpointSlices "
+                             "the answer is worked out from (required unless --server)"})
     zone: str = flag("clusterset.local", "zone served", commands=SERVE_AND_DUMP)
-    ttl: int = flag(5, "TTL of every record and of negative answers, 0..3600", parse=int,
-                    commands=SERVE_AND_DUMP)
+    ttl: int = flag(5, "TTL of every record and of negative answers", parse=int,
+                    commands=SERVE_AND_DUMP, bounds=(0, 3600), metavar="SECONDS")
     ns_addresses: tuple[IP, ...] = flag(
         (), "address of ns.dns.<zone> (A/AAAA), repeatable", parse=ip_address, repeat=True,
-        commands=SERVE_AND_DUMP, name="ns-address")
+        commands=SERVE_AND_DUMP, name="ns-address", metavar="IP")
     # Where this server runs: preferring imports answer local-first (docs/locality.md).
     cluster_id: str | None = flag(
         None, "id of the cluster this server runs in (wins over the ClusterProperty "
         "cluster.clusterset.k8s.io); PreferClose imports answer with its endpoints first",
-        parse=cluster_id_of, commands=SERVE_AND_DUMP)
+        parse=cluster_id_of, commands=SERVE_AND_DUMP, metavar="ID")
     topology_zone: str | None = flag(
         None, "topology zone this server runs in; PreferClose imports answer with the local "
-        "cluster's endpoints of this zone first", commands=SERVE_AND_DUMP)
+        "cluster's endpoints of this zone first", commands=SERVE_AND_DUMP, metavar="ZONE")
     topology_zone_from_node: str | None = flag(
         None, "read --topology-zone from this Node's topology.kubernetes.io/zone label "
-        "(Kubernetes source only; e.g. the pod's spec.nodeName)")
+        "(Kubernetes source only; e.g. the pod's spec.nodeName)", metavar="NODE")
     node_name: str | None = flag(
         None, "name of the node this server runs on (e.g. the pod's spec.nodeName); "
         "PreferSameNode imports rank the local cluster's endpoints with this nodeName first",
-        commands=SERVE_AND_DUMP)
+        commands=SERVE_AND_DUMP, metavar="NODE")
     serve_terminating: bool = flag(
         False, "answer with serving (terminating) endpoints when an import has no ready "
         "one in any cluster, instead of NXDOMAIN (a deviation from the MCS specification; "
@@ -117,71 +137,80 @@ class Config:
     # Listeners.
     listen: tuple[HostPort, ...] = flag(
         (("::", 53),), "DNS address HOST:PORT (UDP and TCP), repeatable; :PORT = every address",
-        parse=parse_listen, repeat=True)
+        parse=parse_listen, repeat=True, metavar="HOST:PORT")
     health_listen: HostPort | None = flag(("::", 8080), "HOST:PORT of /health, or off",
-                                          parse=parse_listen_or_off)
+                                          parse=parse_listen_or_off, metavar="HOST:PORT")
     ready_listen: HostPort | None = flag(("::", 8181), "HOST:PORT of /ready, or off",
-                                         parse=parse_listen_or_off)
+                                         parse=parse_listen_or_off, metavar="HOST:PORT")
     metrics_listen: HostPort | None = flag(("::", 9153), "HOST:PORT of /metrics, or off",
-                                           parse=parse_listen_or_off)
+                                           parse=parse_listen_or_off, metavar="HOST:PORT")
     log_level: str = flag("info", "log level", choices=LOG_LEVELS)
     log_format: str = flag("text", "log format (json: one object a line)", choices=LOG_FORMATS)
     # Sources: manifest files when set, else the Kubernetes API.
     poll_interval: float = flag(0.5, "seconds between checks of --manifests for changes",
-                                parse=float)
+                                parse=float, bounds=(0.001, 3600), metavar="SECONDS")
     kubeconfig: Path | None = flag(
         None, "kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
-        parse=Path)
-    context: str | None = flag(None, "kubeconfig context")
+        parse=Path, metavar="FILE")
+    context: str | None = flag(None, "kubeconfig context", metavar="NAME")
     serviceimport_apis: tuple[str, ...] = flag(
         (), "GROUP/VERSION of ServiceImports to watch, repeatable (default: discover "
-        "multicluster.x-k8s.io)", repeat=True, name="serviceimport-api")
+        "multicluster.x-k8s.io)", repeat=True, name="serviceimport-api",
+        metavar="GROUP/VERSION")
     namespaces: tuple[str, ...] = flag((), "serve only this namespace, repeatable (default: all)",
-                                       parse=str.lower, repeat=True, name="namespace")
+                                       parse=str.lower, repeat=True, name="namespace",
+                                       metavar="NS")
     watch_timeout: float = flag(300.0, "seconds one watch request lasts before it is renewed",
-                                parse=float)
+                                parse=float, bounds=(1, 86400), metavar="SECONDS")
     inactivity_timeout: float = flag(600.0, "reconnect a watch silent for this many seconds",
-                                     parse=float)
+                                     parse=float, bounds=(1, 86400), metavar="SECONDS")
     events: bool = flag(
         False, "a Warning Event on each rejected object (Kubernetes source), sent by the one "
         "replica holding the Lease --events-lease (RBAC: deploy/overlays/events; environment: "
         "true or false)", switch=True)
     events_namespace: str | None = flag(
         None, "namespace of the --events Lease (default: the pod's, from its service account; "
-        "else default)")
-    events_lease: str = flag("clusterset-dns-events", "name of the --events Lease")
+        "else default)", metavar="NS")
+    events_lease: str = flag("clusterset-dns-events", "name of the --events Lease",
+                             metavar="NAME")
     relist_interval: float = flag(
         1800.0, "seconds between full relists that repair any drift of the watch "
-        "(jittered +-20%%); 0 = never", parse=float)
+        "(jittered +-20%%); 0 = never", parse=float, bounds=(0, 604800), metavar="SECONDS")
     startup_timeout: float = flag(5.0, "seconds to wait for the first full sync before serving",
-                                  parse=float)
+                                  parse=float, bounds=(0, 3600), metavar="SECONDS")
     # Serving.
-    workers: int = flag(1, "server processes sharing the port (SO_REUSEPORT)", parse=int)
+    workers: int = flag(1, "server processes sharing the port (SO_REUSEPORT)", parse=int,
+                        bounds=(1, 1024), metavar="N")
     tcp_idle_timeout: float = flag(
         10.0, "seconds without progress (no complete query received, no answer drained) "
-        "before a TCP connection is closed; aborted if answers are still unsent", parse=float)
+        "before a TCP connection is closed; aborted if answers are still unsent", parse=float,
+        bounds=(0.001, 3600), metavar="SECONDS")
     max_tcp_connections: int = flag(
         0, "concurrent TCP connections per process; more are closed at once (0 = half the "
-        "descriptor limit, at most 1024)", parse=int)
+        "descriptor limit, at most 1024)", parse=int, bounds=(0, 1048576), metavar="N")
     lameduck: float = flag(
         5.0, "seconds DNS keeps answering after SIGTERM while /ready says 503 (so the "
-        "Service drops this pod before its listeners close)", parse=float)
-    edns_udp_size: int = flag(1232, "largest UDP answer with EDNS (512..4096)", parse=int)
+        "Service drops this pod before its listeners close)", parse=float, bounds=(0, 3600),
+        metavar="SECONDS")
+    edns_udp_size: int = flag(1232, "largest UDP answer with EDNS, in bytes", parse=int,
+                              bounds=(512, 4096), metavar="BYTES")
     udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
                        "(recvfrom/sendto), or auto (batched where available)",
                        choices=("auto", "batched", "plain"))
     # Zone transfers (AXFR/IXFR) and NOTIFY.
     allow_transfer: tuple[Network, ...] = flag(
-        (), "CIDR allowed AXFR/IXFR over TCP, repeatable (default: none, every transfer is "
-        "REFUSED)", parse=parse_network, repeat=True)
+        (), "network (CIDR) whose clients may transfer the zone: AXFR over TCP, IXFR over "
+        "TCP and UDP; repeatable (default: none, every transfer is REFUSED)",
+        parse=parse_network, repeat=True, metavar="CIDR")
     notify: tuple[HostPort, ...] = flag(
         (), "secondary IP:PORT sent a NOTIFY on every serial change, repeatable",
-        parse=parse_target, repeat=True)
+        parse=parse_target, repeat=True, metavar="IP:PORT")
     transfer_tsig_key: Path | None = flag(
         None, "file holding one TSIG key, [hmac-sha256:]NAME:BASE64SECRET; transfers must "
-        "then be signed with it, and NOTIFYs are", parse=Path)
+        "then be signed with it, and NOTIFYs are", parse=Path, metavar="FILE")
     journal_changes: int = flag(
-        100, "zone changes kept for IXFR (older ones: a full transfer)", parse=int)
+        100, "zone changes kept for IXFR (older ones: a full transfer)", parse=int,
+        bounds=(0, 1000000), metavar="N")
 
     def __post_init__(self) -> None:
         def need(ok: bool, flag_name: str, why: str) -> None:
@@ -193,17 +222,15 @@ class Config:
         except (ValueError, UnicodeError) as exc:
             raise ConfigError(f"--zone {self.zone!r} is not a usable domain name: {exc}") from None
         need(bool(names.split(self.zone)), "zone", "the root zone cannot be served")
-        need(0 <= self.ttl <= 3600, "ttl", "must be within 0..3600")
-        need(self.workers >= 1, "workers", "must be at least 1")
-        need(self.max_tcp_connections >= 0, "max-tcp-connections", "must not be negative")
-        need(512 <= self.edns_udp_size <= 4096, "edns-udp-size", "must be within 512..4096")
         need(bool(self.listen), "listen", "at least one address is needed")
-        for name in ("poll_interval", "watch_timeout", "inactivity_timeout", "tcp_idle_timeout"):
-            need(getattr(self, name) > 0, name.replace("_", "-"), "must be greater than 0")
-        need(self.startup_timeout >= 0, "startup-timeout", "must not be negative")
-        need(self.relist_interval >= 0, "relist-interval", "must not be negative (0 = off)")
-        need(self.journal_changes >= 0, "journal-changes", "must not be negative")
-        need(self.lameduck >= 0, "lameduck", "must not be negative")
+        for f in fields(self):
+            if f.metadata["bounds"] is not None:
+                low, high = f.metadata["bounds"]
+                value = getattr(self, f.name)
+                # Written so that nan (which compares false to everything) is refused.
+                if not low <= value <= high:
+                    raise ConfigError(f"{flag_of(f)}: must be within {number_text(low)}.."
+                                      f"{number_text(high)}, not {value!r}")
         need(self.topology_zone is None or self.topology_zone_from_node is None,
              "topology-zone-from-node", "give either it or --topology-zone, not both")
         need(self.topology_zone != "", "topology-zone", "must not be empty")

@@ -14,14 +14,42 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusterset_dns import __version__
-from clusterset_dns.base.config import Config, ConfigError
+from clusterset_dns.base.config import Config, ConfigError, flag_of, number_text
 
 ENV_PREFIX = "CLUSTERSET_DNS_"
 _FIELDS = dataclasses.fields(Config)
 
 
+# What `--help` shows users (this module's docstring is for developers).
+DESCRIPTION = ("Authoritative DNS for the Kubernetes Multi-Cluster Services zone "
+               "clusterset.local. Every flag can also be set by an environment variable "
+               "CLUSTERSET_DNS_<FLAG> (upper case, - as _; repeatable flags take a "
+               "comma-separated list).")
+COMMANDS = {
+    "serve": ("run the DNS server",
+              "Answer the zone from ServiceImports and EndpointSlices: watched in the "
+              "Kubernetes API, or read from --manifests files."),
+    "dump": ("print the records the manifests give, as zone text",
+             "Print every record the server would serve from --manifests, as sorted "
+             "zone-file text."),
+    "explain": ("the answer a name gets and why: offline on --manifests, or from a running "
+                "server (--server)",
+                "Show the answer a name gets and why: worked out from --manifests, or asked "
+                "of a running server's /explain endpoint (--server)."),
+}
+
+
 def flag_name(f: dataclasses.Field[Any]) -> str:
-    return "--" + (f.metadata["name"] or f.name.replace("_", "-"))
+    return flag_of(f)
+
+
+def _help(f: dataclasses.Field[Any], command: str) -> str:
+    meta = f.metadata
+    text: str = meta["help_for"].get(command, meta["help"])
+    if meta["bounds"] is not None:
+        low, high = meta["bounds"]
+        text += f" ({number_text(low)}..{number_text(high)})"
+    return text
 
 
 def env_name(f: dataclasses.Field[Any]) -> str:
@@ -53,15 +81,11 @@ def _parse(f: dataclasses.Field[Any], raw: str, origin: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clusterset-dns", description=__doc__)
+    parser = argparse.ArgumentParser(prog="clusterset-dns", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=__version__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    subs = {"serve": commands.add_parser("serve", help="run the DNS server"),
-            "dump": commands.add_parser("dump", help="print the records the manifests give, "
-                                                     "as zone text"),
-            "explain": commands.add_parser(
-                "explain", help="the answer a name gets and why: offline on --manifests, "
-                                "or from a running server (--server)")}
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subs = {name: commands.add_parser(name, help=short, description=long)
+            for name, (short, long) in COMMANDS.items()}
     explain = subs["explain"]
     explain.add_argument("name", help="the name asked, e.g. web.prod.svc.clusterset.local")
     explain.add_argument("type", nargs="?", default="A",
@@ -78,13 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
             if meta["switch"]:  # a flag without a value: on when given
                 subs[command].add_argument(
                     flag_name(f), dest=f.name, default=None, action="store_const",
-                    const="true", help=f"{meta['help']} [env {env_name(f)}]")
+                    const="true", help=f"{_help(f, command)} [env {env_name(f)}]")
                 continue
             subs[command].add_argument(
                 flag_name(f), dest=f.name, default=None,
                 action="append" if meta["repeat"] else "store",
-                choices=meta["choices"],
-                help=f"{meta['help']} [env {env_name(f)}]{_shown(f.default)}")
+                choices=meta["choices"], metavar=meta["metavar"],
+                help=f"{_help(f, command)} [env {env_name(f)}]{_shown(f.default)}")
     return parser
 
 
@@ -123,8 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clusterset_dns.process.dump import dump
 
         if config.manifests is None:
-            print("dump needs --manifests", file=sys.stderr)
-            return 2
+            parser.exit(2, "clusterset-dns dump: error: --manifests is required\n")
         return dump(config, sys.stdout)
     from clusterset_dns.process.app import run
 
