@@ -178,6 +178,10 @@ class Sink:
         self.starting = False
         self.held: list[Op] = []  # updates waiting for the next tick
         self._timer: asyncio.TimerHandle | None = None
+        # Trigger times before this moment are changes made before the server ran: not
+        # a programming delay of ours (kube-proxy drops them the same way). Observing
+        # them put a slice changed days ago in the histogram at every start.
+        self.started = self.clock()
 
     def apply(self, ops: list[Op]) -> None:
         completes_sync = not self.synced.is_set() and any(
@@ -216,9 +220,10 @@ class Sink:
             self.metrics.update_seconds.observe(seconds)
             # Served from here on (this process; the workers a moment later).
             if self.cache.programmed:
-                now = time.time()
+                now = self.clock()
                 for kind, trigger in self.cache.programmed:
-                    self.metrics.programming.labels(kind).observe(max(0.0, now - trigger))
+                    if trigger >= self.started:
+                        self.metrics.programming.labels(kind).observe(max(0.0, now - trigger))
                 self.cache.programmed.clear()
             self.pool.send([*ops, SetSerial(self.cache.zone.serial)], seconds)
             if self.cache.zone.serial != serial:
