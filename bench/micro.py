@@ -4,7 +4,12 @@
         --queries /tmp/gen/queries.txt
 
 Times Handler.handle() over the query file's mix (half the queries with an
-option-less EDNS OPT, as dnsperf -e sends) and over a few pure shapes.
+option-less EDNS OPT, as dnsperf -e sends) and over a few pure shapes. Then the EDNS
+tails table under a flood (docs/dns-behaviour.md §8): a client whose OPT shape is new
+(payload size 1400, DO set) after 1,100 distinct payload sizes filled the table,
+against the same client on a handler that saw no flood, in the same run (the ratio is
+the figure; about 1.0 when the table starts over, 2-4x when a full table sends every
+new shape to the slow path).
 """
 
 from __future__ import annotations
@@ -29,12 +34,43 @@ from clusterset_dns.zone.names import ZoneNames
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def packet(name: str, qtype: str, edns: bool, qid: int) -> bytes:
+def packet(name: str, qtype: str, edns: bool, qid: int, payload: int = 1232,
+           do: bool = False) -> bytes:
     record = DNSRecord.question(name, qtype)
     record.header.id = qid & 0xFFFF
     if edns:
-        record.add_ar(EDNS0(udp_len=1232))
+        record.add_ar(EDNS0(udp_len=payload, flags="do" if do else ""))
     return bytes(record.pack())
+
+
+def spelled(name: str, seed: int) -> str:
+    """``name`` in a case pattern of ``seed`` (DNS 0x20: never the same query twice)."""
+    return "".join(c.upper() if (seed >> (i % 20)) & 1 else c for i, c in enumerate(name))
+
+
+def tails_flood(cache: Cache, questions: list[tuple[str, str]], seconds: float) -> None:
+    """CPU per answer of a new OPT shape after a flood of shapes, against a control."""
+    long_name = ".".join("x" * 100) + ".demo.svc.clusterset.local"  # 100 labels: NXDOMAIN
+    cases = {"short name": questions[0], "100-label name": (long_name, "A")}
+    print("EDNS tails table: a new OPT shape after a flood of 1,100 payload sizes")
+    for label, (name, qtype) in cases.items():
+        for kind, packets in (
+                ("repeated", [packet(name, qtype, True, 7, 1400, True)] * 1000),
+                ("0x20", [packet(spelled(name, i), qtype, True, i, 1400, True)
+                          for i in range(1000)])):
+            control = Handler(cache.zone, Config().edns_udp_size)
+            flooded = Handler(cache.zone, Config().edns_udp_size)
+            for size in range(1300, 2400):
+                flooded.handle(packet(name, qtype, True, size, size), False)
+            # Interleaved halves, so that a change of the machine's load hits both.
+            timed = {"control": 0.0, "flooded": 0.0}
+            for _ in range(2):
+                for which, handler in (("control", control), ("flooded", flooded)):
+                    cache.zone.changed()  # the remembered responses start empty for each
+                    timed[which] += rate(handler.handle, packets, seconds / 4)[1] / 2
+            print(f"  {label:15s} {kind:8s} control {timed['control']:6.2f} us/answer  "
+                  f"flooded {timed['flooded']:6.2f} us/answer  "
+                  f"ratio {timed['flooded'] / timed['control']:.2f}")
 
 
 def rate(handle: Callable[[bytes, bool], bytes | None], packets: list[bytes],
@@ -84,6 +120,7 @@ def main() -> int:
     for label, packets in shapes.items():
         per_second, micros = rate(handler.handle, packets, args.seconds)
         print(f"{label:16s} {per_second / 1e3:8.0f} k answers/s  {micros:6.2f} us/answer")
+    tails_flood(cache, questions, args.seconds)
     return 0
 
 

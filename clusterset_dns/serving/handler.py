@@ -51,7 +51,7 @@ _CD_BIT = 0x10  # byte 3 -> bit 1 of the heads index (shifted right by 3)
 _EDNS_VARIANT = 4  # bit 2 of the heads index: the answer carries an OPT
 _OPCODE = 0x7800  # in the flags word
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
-_MAX_TAILS = 1024  # distinct OPT tails remembered (bounded: they come from clients)
+_MAX_TAILS = 1024  # distinct OPT tails remembered (from clients: bounded, then cleared)
 _UDP_PLAIN = 512  # a UDP answer to a query without EDNS (RFC 1035 4.2.1)
 # The fast path measures a response after its ID against these.
 _ID = 2
@@ -146,12 +146,16 @@ class Handler:
         self._explained_opts: dict[bytes, tuple[bytes, bytes]] = {}
 
     def _learn(self, tail: bytes) -> tuple[int, bytes, int] | None:
-        if (tail[:3] != _OPT_HEAD or tail[6] != 0 or tail[9:] != _NO_RDATA
-                or len(self._tails) >= _MAX_TAILS):  # version 0, no options
-            return None
+        if tail[:3] != _OPT_HEAD or tail[6] != 0 or tail[9:] != _NO_RDATA:
+            return None  # not an option-less OPT of version 0
+        tails = self._tails
+        if len(tails) >= _MAX_TAILS:
+            # Full (a flood of payload sizes): start over, so that the shapes clients
+            # send now are learned, never sent to the slow path for the process's life.
+            tails.clear()
         limit = max(_UDP_PLAIN, min((tail[3] << 8) | tail[4], self.cap))
         do = tail[7] >> 7
-        self._tails[tail] = found = (limit - _ID, self._opt[do], do)
+        tails[tail] = found = (limit - _ID, self._opt[do], do)
         return found
 
     def _opts(self, ede: bytes) -> tuple[bytes, bytes]:
