@@ -28,6 +28,10 @@ class Clock:
         """Wall-clock seconds since the epoch (for timestamps people read)."""
         return time.time()
 
+    def time_ns(self) -> int:
+        """Wall-clock nanoseconds since the epoch (timestamps sent to others: dnstap)."""
+        return time.time_ns()
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 

@@ -62,6 +62,32 @@ def parse_target(value: str) -> HostPort:
     return host, port
 
 
+@dataclass(frozen=True, slots=True)
+class DnstapTarget:
+    """Where a dnstap collector listens: a Unix socket path, or a TCP address."""
+
+    path: str | None = None
+    host: str = ""
+    port: int = 0
+
+    def __str__(self) -> str:
+        return f"unix:{self.path}" if self.path is not None else f"tcp:{self.host}:{self.port}"
+
+
+def parse_dnstap(value: str) -> DnstapTarget:
+    """``unix:/run/dnstap.sock`` or ``tcp:127.0.0.1:6000`` (``tcp:[::1]:6000``)."""
+    kind, _, rest = value.partition(":")
+    if kind == "unix" and rest:
+        return DnstapTarget(path=rest)
+    if kind == "tcp":
+        host, sep, port = rest.rpartition(":")
+        host = host.strip("[]")
+        if sep and host and port.isdigit() and 0 < int(port) < 65536:
+            ip_address(host)  # no name: there is no resolver here
+            return DnstapTarget(host=host, port=int(port))
+    raise ValueError(f"{value!r} is not unix:PATH or tcp:IP:PORT")
+
+
 def parse_switch(value: str) -> bool:
     """A switch's environment value: true/false, 1/0, yes/no (the flag itself: true)."""
     text = value.strip().lower()
@@ -211,6 +237,18 @@ class Config:
     journal_changes: int = flag(
         100, "zone changes kept for IXFR (older ones: a full transfer)", parse=int,
         bounds=(0, 1000000), metavar="N")
+    # dnstap (process/dnstap.py; docs/operations.md).
+    dnstap: DnstapTarget | None = flag(
+        None, "send every answer as dnstap AUTH_QUERY and AUTH_RESPONSE messages (Frame "
+        "Streams) to the collector at unix:PATH or tcp:IP:PORT; dropped and counted while it "
+        "cannot keep up", parse=parse_dnstap, metavar="TARGET")
+    dnstap_identity: str | None = flag(None, "dnstap identity (default: the host name)",
+                                       metavar="TEXT")
+    dnstap_version: str | None = flag(None, "dnstap version (default: clusterset-dns VERSION)",
+                                      metavar="TEXT")
+    dnstap_queue: int = flag(
+        10000, "answers queued for the dnstap collector per process; more are dropped and "
+        "counted", parse=int, bounds=(1, 10000000), metavar="N")
 
     def __post_init__(self) -> None:
         def need(ok: bool, flag_name: str, why: str) -> None:

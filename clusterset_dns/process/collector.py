@@ -74,6 +74,14 @@ class ServerCollector(Collector):
         yield CounterMetricFamily("clusterset_dns_dropped",
                                   "Packets not answered (no header, or a response)",
                                   value=sum(s.dropped for s in every))
+        yield CounterMetricFamily("clusterset_dns_dnstap_frames_sent",
+                                  "dnstap frames written to the collector's connection "
+                                  "(--dnstap; two an answer)",
+                                  value=sum(s.dnstap_sent for s in every))
+        yield CounterMetricFamily("clusterset_dns_dnstap_dropped",
+                                  "dnstap frames dropped: the queue was full (the collector "
+                                  "absent, gone or slow; two an answer)",
+                                  value=sum(s.dnstap_dropped for s in every))
         yield GaugeMetricFamily("clusterset_dns_workers_missing",
                                 "Worker processes that should serve and do not (restarting)",
                                 value=self.workers_missing())

@@ -38,8 +38,8 @@ def slot_of(index: int) -> tuple[str, str, int | None, int]:
 class Stats:
     """Plain counters; the metrics module reads them at scrape time."""
 
-    __slots__ = ("dropped", "requests", "tcp_aborted", "tcp_open", "tcp_refused", "transfers",
-                 "truncated")
+    __slots__ = ("dnstap_dropped", "dnstap_sent", "dropped", "requests", "tcp_aborted",
+                 "tcp_open", "tcp_refused", "transfers", "truncated")
     # Fields that say how things are now, not how often something happened: add()
     # leaves them out (a worker that is gone has no open connection).
     GAUGES = frozenset({"tcp_open"})
@@ -52,6 +52,8 @@ class Stats:
         # Kept by server.DNSServer; here so that workers report them too.
         self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
         self.transfers: dict[tuple[str, str], int] = {}  # (type, result) -> count, see xfr
+        # dnstap frames written to the collector's connection, and dropped (process.dnstap).
+        self.dnstap_sent = self.dnstap_dropped = 0
 
     def add(self, more: Stats) -> None:
         """Adds every counter of ``more`` to this one's (not the gauges)."""
@@ -62,6 +64,8 @@ class Stats:
         self.dropped += more.dropped
         self.tcp_refused += more.tcp_refused
         self.tcp_aborted += more.tcp_aborted
+        self.dnstap_sent += more.dnstap_sent
+        self.dnstap_dropped += more.dnstap_dropped
         for key, count in more.transfers.items():
             self.transfers[key] = self.transfers.get(key, 0) + count
 

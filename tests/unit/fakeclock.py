@@ -32,6 +32,9 @@ class FakeClock(Clock):
     def time(self) -> float:
         return 1_700_000_000.0 + self.now
 
+    def time_ns(self) -> int:
+        return round(self.time() * 1e9)
+
     def uniform(self, low: float, high: float) -> float:
         return self._random.uniform(low, high)
 

@@ -85,6 +85,8 @@ ALLOWED: dict[str, set[str]] = {
                         "zone.names"},
     "process.dump": {"base.config", "sources.manifests", "zone.cache", "zone.names",
                      "zone.rrs"},
+    "process.dnstapwire": set(),
+    "process.dnstap": {"base.clock", "base.config", "process.dnstapwire", "serving.stats"},
     "process.workers": {"base.clock", "base.config", "serving.stats", "zone.cache"},
     "process.app": {"base.config", "base.metrics", "process.collector", "process.explain",
                     "process.health", "process.logs",

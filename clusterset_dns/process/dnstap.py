@@ -1,0 +1,226 @@
+"""dnstap: every answer as an AUTH_QUERY and an AUTH_RESPONSE message, sent to a
+collector over a Unix or TCP socket with Frame Streams (--dnstap).
+
+Answers never wait for the collector. The DNS path only appends what it answered to
+a bounded queue (:meth:`Tap.observe`); when the queue is full, the answer's messages
+are dropped and counted (``Stats.dnstap_dropped``). A task encodes what is queued
+(dnstapwire) and writes it to the collector; while the collector is absent, gone,
+or slower than the answers, the queue fills and drops. The connection is retried
+with a doubling, jittered delay (base.clock.Backoff) on the injected clock. Each
+process (each --workers worker) has its own Tap and its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from time import perf_counter_ns
+from typing import Any
+
+from clusterset_dns.base.clock import SYSTEM, Backoff, Clock
+from clusterset_dns.base.config import DnstapTarget
+from clusterset_dns.process import dnstapwire as wire
+from clusterset_dns.serving.stats import Stats
+
+log = logging.getLogger(__name__)
+
+# A client's socket address as the socket module gives it, (host, port, ...): the
+# serving.observe.Observer's ``peer``.
+Address = tuple[Any, ...]
+
+CONNECT_TIMEOUT = 5.0  # seconds to connect and finish the handshake
+STOP_TIMEOUT = 1.0  # seconds the collector has to answer our STOP with FINISH
+RETRY_FIRST, RETRY_CAP = 0.25, 8.0  # reconnection delays (full jitter, doubling)
+BATCH = 256  # answers encoded per write: then the loop's other work gets its turn
+WRITE_HIGH = 256 << 10  # bytes the connection may hold unsent before we wait for it
+
+
+class Tap:
+    """The queue between the DNS path and the collector, and the connection to it.
+
+    ``capacity``: answers queued at most (each becomes two frames)."""
+
+    def __init__(self, target: DnstapTarget, identity: str, version: str, capacity: int,
+                 stats: Stats, clock: Clock = SYSTEM) -> None:
+        self.target = target
+        self.preamble = wire.preamble(identity.encode(), version.encode())
+        self.capacity = capacity
+        self.stats = stats
+        self.clock = clock
+        # (query, response, over TCP, the client's socket address, when the query was
+        # read and when it was answered, in time.perf_counter_ns())
+        self.queue: deque[tuple[bytes, bytes | None, bool, Address, int, int]] = deque()
+        self.wake = asyncio.Event()
+        self.idle = False  # the sender waits for wake: the next observe() sets it
+        self.closing = False
+        self.connected = False
+        self.task: asyncio.Task[None] | None = None
+        self._heads: dict[tuple[bool, str, int], bytes] = {}
+
+    # -- the DNS path ------------------------------------------------------------------
+
+    def observe(self, query: bytes, response: bytes | None, tcp: bool, peer: Address,
+                started: int) -> None:
+        """serving.observe.Observer: queues one answer, or drops and counts its messages
+        when the queue is full. Never blocks; the encoding waits for the sender."""
+        queue = self.queue
+        if len(queue) >= self.capacity:
+            self.stats.dnstap_dropped += 1 if response is None else 2
+            return
+        queue.append((query, response, tcp, peer, started, perf_counter_ns()))
+        if self.idle:
+            self.idle = False
+            self.wake.set()
+
+    # -- the sender --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run(), name="dnstap")
+
+    async def stop(self) -> None:
+        """Sends what is queued, then STOP (the collector answers FINISH), within a
+        bounded time; then gives up."""
+        if self.task is None:
+            return
+        self.closing = True
+        self.wake.set()
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await self.clock.within(asyncio.shield(self.task), CONNECT_TIMEOUT)
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+    async def run(self) -> None:
+        """Connects, sends, reconnects after a delay, until :meth:`stop`."""
+        backoff = Backoff(self.clock, RETRY_FIRST, RETRY_CAP)
+        failing = False  # log an outage once, not every retry
+        while not self.closing:
+            try:
+                reader, writer = await self.clock.within(self._connect(), CONNECT_TIMEOUT)
+            except (OSError, TimeoutError, wire.ProtocolError,
+                    asyncio.IncompleteReadError) as exc:
+                if not failing:
+                    log.warning("dnstap: cannot reach the collector at %s (%s); answers are "
+                                "dropped and counted until it can be reached", self.target,
+                                exc or type(exc).__name__)
+                failing = True
+                await self.clock.sleep(backoff.next())
+                continue
+            log.info("dnstap: connected to %s", self.target)
+            failing = False
+            backoff.reset()
+            self.connected = True
+            try:
+                await self._send(reader, writer)
+            except (OSError, TimeoutError, wire.ProtocolError,
+                    asyncio.IncompleteReadError) as exc:
+                log.warning("dnstap: lost the collector at %s (%s); reconnecting", self.target,
+                            exc or type(exc).__name__)
+                failing = True
+            finally:
+                self.connected = False
+                writer.close()
+            if not self.closing:
+                await self.clock.sleep(backoff.next())
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        target = self.target
+        if target.path is not None:
+            reader, writer = await asyncio.open_unix_connection(target.path)
+        else:
+            reader, writer = await asyncio.open_connection(target.host, target.port)
+        try:
+            writer.transport.set_write_buffer_limits(high=WRITE_HIGH)
+            # The bidirectional handshake: READY -> ACCEPT (with our content type) -> START.
+            writer.write(wire.control_frame(wire.READY))
+            await writer.drain()
+            kind, types = await read_control(reader)
+            if kind != wire.ACCEPT or wire.CONTENT_TYPE not in types:
+                raise wire.ProtocolError(f"the collector answered READY with control frame "
+                                         f"{kind} {types} (not ACCEPT of {wire.CONTENT_TYPE!r})")
+            writer.write(wire.control_frame(wire.START))
+        except BaseException:
+            writer.close()
+            raise
+        return reader, writer
+
+    async def _send(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # The collector sends nothing after ACCEPT but FINISH: any byte, or the end of the
+        # stream, while we send means it went away.
+        gone = asyncio.ensure_future(reader.read(1))
+        try:
+            while True:
+                if not self.queue:
+                    if self.closing:
+                        await self._finish(reader, writer, gone)
+                        return
+                    self.idle = True
+                    self.wake.clear()
+                    waiting = asyncio.ensure_future(self.wake.wait())
+                    await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+                    waiting.cancel()
+                    if gone.done():
+                        raise ConnectionResetError("the collector closed the connection")
+                    continue
+                writer.write(self._encode())
+                if writer.transport.get_write_buffer_size() > WRITE_HIGH:
+                    # A slow collector: wait for it here while the DNS path keeps queueing
+                    # (and dropping once the queue is full).
+                    drained = asyncio.ensure_future(writer.drain())
+                    await asyncio.wait({drained, gone}, return_when=asyncio.FIRST_COMPLETED)
+                    if not drained.done():
+                        drained.cancel()
+                        raise ConnectionResetError("the collector closed the connection")
+                    drained.result()
+                else:
+                    await asyncio.sleep(0)
+        finally:
+            gone.cancel()
+
+    def _encode(self) -> bytes:
+        """Up to BATCH queued answers as data frames (two each)."""
+        queue, preamble, heads = self.queue, self.preamble, self._heads
+        frames: list[bytes] = []
+        # The monotonic readings of the DNS path become wall-clock times here, once a
+        # batch (the wall clock may step; the two readings of one answer may not).
+        offset = self.clock.time_ns() - perf_counter_ns()
+        for _ in range(min(BATCH, len(queue))):
+            query, response, tcp, peer, started, answered = queue.popleft()
+            key = (tcp, peer[0], peer[1])
+            head = heads.get(key)
+            if head is None:
+                if len(heads) >= 4096:  # clients are many; a few are busy
+                    heads.clear()
+                head = heads[key] = wire.peer_head(tcp, peer[0], peer[1])
+            query_ns = started + offset
+            frames.append(wire.data_frame(wire.dnstap(
+                preamble, wire.query_message(head, query_ns, query))))
+            if response is not None:
+                frames.append(wire.data_frame(wire.dnstap(preamble, wire.response_message(
+                    head, query_ns, answered + offset, response))))
+        self.stats.dnstap_sent += len(frames)
+        return b"".join(frames)
+
+    async def _finish(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      gone: asyncio.Future[bytes]) -> None:
+        """STOP, then FINISH from the collector (bounded)."""
+        gone.cancel()
+        writer.write(wire.control_frame(wire.STOP, None))
+        with contextlib.suppress(OSError, TimeoutError, wire.ProtocolError,
+                                 asyncio.IncompleteReadError):
+            await self.clock.within(writer.drain(), STOP_TIMEOUT)
+            await self.clock.within(read_control(reader), STOP_TIMEOUT)
+
+
+async def read_control(reader: asyncio.StreamReader) -> tuple[int, list[bytes]]:
+    """One control frame from ``reader``: (type, content types)."""
+    escape = await reader.readexactly(4)
+    if escape != b"\x00\x00\x00\x00":
+        raise wire.ProtocolError("a data frame where a control frame was expected")
+    length = int.from_bytes(await reader.readexactly(4), "big")
+    if length > wire.MAX_CONTROL:
+        raise wire.ProtocolError(f"control frame of {length} bytes")
+    return wire.parse_control(await reader.readexactly(length))
+
