@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from clusterset_dns.base import metrics
 from clusterset_dns.base.config import Config, ConfigError, HostPort
 from clusterset_dns.process import collector, logs, workers
+from clusterset_dns.process.dnstap import Tap
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.observe import Observer, fan_out
@@ -85,6 +86,7 @@ class ProcessState:
     handler: Handler
     transfers: xfr.Transfers | None  # None: transfers are REFUSED (no --allow-transfer)
     journal: Journal | None
+    tap: Tap | None  # --dnstap: this process's queue and connection to the collector
 
     def server(self, config: Config, reuse_port: bool) -> DNSServer:
         return DNSServer(self.handler.handle, list(config.listen), config.tcp_idle_timeout,
@@ -93,13 +95,13 @@ class ProcessState:
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
                          remembering=self.handler,
-                         observe=answer_observer(config))
+                         observe=answer_observer(config, self.tap))
 
 
-def answer_observer(config: Config) -> Observer | None:
+def answer_observer(config: Config, tap: Tap | None = None) -> Observer | None:
     """What the flags ask to see of every answer (observe.Observer), in each process
     that answers; None (the default): nothing, and the transports' plain path."""
-    return fan_out([])
+    return fan_out([tap.observe if tap is not None else None])
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
@@ -134,7 +136,13 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
                           transfers if key is not None else None)
     else:
         handler = Handler(cache.zone, config.edns_udp_size, stats)
-    return ProcessState(stop, cache, handler, transfers, journal)
+    tap = None
+    if config.dnstap is not None:
+        # Each process (each worker) connects on its own: the collector sees one stream
+        # a process, the DNS path never shares a queue across processes.
+        tap = Tap.from_config(config, stats)
+        tap.start()
+    return ProcessState(stop, cache, handler, transfers, journal, tap)
 
 
 def _hangup(worker: bool) -> None:
@@ -439,6 +447,8 @@ class Server:
                 await asyncio.sleep(self.config.lameduck)
             log.info("shutting down: closing the listeners")
         await self.dns.stop()
+        if self.state.tap is not None:
+            await self.state.tap.stop()
         for task in (self.source, self.stopper):
             if task is not None:
                 task.cancel()
@@ -525,6 +535,8 @@ async def _worker_serve(config: Config, sock: socket.socket) -> int:
     follow.cancel()
     stopper.cancel()
     await dns.stop()
+    if state.tap is not None:
+        await state.tap.stop()
     return code
 
 

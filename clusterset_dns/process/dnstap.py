@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections import deque
 from time import perf_counter_ns
 from typing import Any
 
+from clusterset_dns import __version__
 from clusterset_dns.base.clock import SYSTEM, Backoff, Clock
-from clusterset_dns.base.config import DnstapTarget
+from clusterset_dns.base.config import Config, DnstapTarget
 from clusterset_dns.process import dnstapwire as wire
 from clusterset_dns.serving.stats import Stats
 
@@ -58,6 +60,16 @@ class Tap:
         self.connected = False
         self.task: asyncio.Task[None] | None = None
         self._heads: dict[tuple[bool, str, int], bytes] = {}
+
+    @classmethod
+    def from_config(cls, config: Config, stats: Stats, clock: Clock = SYSTEM) -> Tap:
+        """The Tap --dnstap and its companion flags ask for (``config.dnstap`` is set)."""
+        assert config.dnstap is not None
+        identity = config.dnstap_identity
+        version = config.dnstap_version
+        return cls(config.dnstap, socket.gethostname() if identity is None else identity,
+                   f"clusterset-dns {__version__}" if version is None else version,
+                   config.dnstap_queue, stats, clock)
 
     # -- the DNS path ------------------------------------------------------------------
 
