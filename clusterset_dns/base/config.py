@@ -88,6 +88,23 @@ def parse_dnstap(value: str) -> DnstapTarget:
     raise ValueError(f"{value!r} is not unix:PATH or tcp:IP:PORT")
 
 
+QUERY_LOG_CLASSES = ("all", "denial", "error")
+
+
+def parse_query_log(value: str) -> str:
+    """``off``, or classes of answers separated by commas (``denial,error``), as CoreDNS's
+    ``log`` plugin names them; normalized (sorted, lower case)."""
+    text = value.strip().lower()
+    if text in ("off", ""):
+        return "off"
+    found = sorted({part.strip() for part in text.split(",") if part.strip()})
+    for part in found:
+        if part not in QUERY_LOG_CLASSES:
+            raise ValueError(f"unknown class {part!r}: off, or any of "
+                             f"{', '.join(QUERY_LOG_CLASSES)} separated by commas")
+    return ",".join(found)
+
+
 def parse_switch(value: str) -> bool:
     """A switch's environment value: true/false, 1/0, yes/no (the flag itself: true)."""
     text = value.strip().lower()
@@ -172,6 +189,14 @@ class Config:
                                            parse=parse_listen_or_off, metavar="HOST:PORT")
     log_level: str = flag("info", "log level", choices=LOG_LEVELS)
     log_format: str = flag("text", "log format (json: one object a line)", choices=LOG_FORMATS)
+    query_log: str = flag(
+        "off", "a log line per answer of these classes: all, denial (NXDOMAIN, NODATA), error "
+        "(SERVFAIL, REFUSED, FORMERR, NOTIMP, ...), comma-separated; off = none",
+        parse=parse_query_log, metavar="CLASSES")
+    query_log_rate: float = flag(
+        1000.0, "query log lines a second at most (burst: one second's worth; shared by the "
+        "workers); lines over it are dropped and counted", parse=float,
+        bounds=(0.001, 1_000_000), metavar="LINES")
     # Sources: manifest files when set, else the Kubernetes API.
     poll_interval: float = flag(0.5, "seconds between checks of --manifests for changes",
                                 parse=float, bounds=(0.001, 3600), metavar="SECONDS")

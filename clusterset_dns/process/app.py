@@ -31,6 +31,7 @@ from clusterset_dns.base.config import Config, ConfigError, HostPort
 from clusterset_dns.process import collector, logs, workers
 from clusterset_dns.process.dnstap import Tap
 from clusterset_dns.process.health import HTTPEndpoints, Route
+from clusterset_dns.process.querylog import QueryLog
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.observe import Observer, fan_out
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
@@ -95,13 +96,17 @@ class ProcessState:
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
                          remembering=self.handler,
-                         observe=answer_observer(config, self.tap))
+                         observe=answer_observer(config, self.handler.stats, self.tap))
 
 
-def answer_observer(config: Config, tap: Tap | None = None) -> Observer | None:
+def answer_observer(config: Config, stats: Stats, tap: Tap | None = None) -> Observer | None:
     """What the flags ask to see of every answer (observe.Observer), in each process
     that answers; None (the default): nothing, and the transports' plain path."""
-    return fan_out([tap.observe if tap is not None else None])
+    query_log = None
+    if config.query_log != "off":
+        # The rate is the server's: each of the processes answering gets its share.
+        query_log = QueryLog(config.query_log, config.query_log_rate / config.workers, stats)
+    return fan_out([query_log, tap.observe if tap is not None else None])
 
 
 def process_state(config: Config, signals: tuple[int, ...], worker: bool = False

@@ -82,6 +82,9 @@ class ServerCollector(Collector):
                                   "dnstap frames dropped: the queue was full (the collector "
                                   "absent, gone or slow; two an answer)",
                                   value=sum(s.dnstap_dropped for s in every))
+        yield CounterMetricFamily("clusterset_dns_query_log_dropped",
+                                  "Query log lines not written: over --query-log-rate",
+                                  value=sum(s.query_log_dropped for s in every))
         yield GaugeMetricFamily("clusterset_dns_workers_missing",
                                 "Worker processes that should serve and do not (restarting)",
                                 value=self.workers_missing())

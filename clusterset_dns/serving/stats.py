@@ -38,8 +38,8 @@ def slot_of(index: int) -> tuple[str, str, int | None, int]:
 class Stats:
     """Plain counters; the metrics module reads them at scrape time."""
 
-    __slots__ = ("dnstap_dropped", "dnstap_sent", "dropped", "requests", "tcp_aborted",
-                 "tcp_open", "tcp_refused", "transfers", "truncated")
+    __slots__ = ("dnstap_dropped", "dnstap_sent", "dropped", "query_log_dropped", "requests",
+                 "tcp_aborted", "tcp_open", "tcp_refused", "transfers", "truncated")
     # Fields that say how things are now, not how often something happened: add()
     # leaves them out (a worker that is gone has no open connection).
     GAUGES = frozenset({"tcp_open"})
@@ -54,6 +54,7 @@ class Stats:
         self.transfers: dict[tuple[str, str], int] = {}  # (type, result) -> count, see xfr
         # dnstap frames written to the collector's connection, and dropped (process.dnstap).
         self.dnstap_sent = self.dnstap_dropped = 0
+        self.query_log_dropped = 0  # query log lines over --query-log-rate (process.querylog)
 
     def add(self, more: Stats) -> None:
         """Adds every counter of ``more`` to this one's (not the gauges)."""
@@ -66,6 +67,7 @@ class Stats:
         self.tcp_aborted += more.tcp_aborted
         self.dnstap_sent += more.dnstap_sent
         self.dnstap_dropped += more.dnstap_dropped
+        self.query_log_dropped += more.query_log_dropped
         for key, count in more.transfers.items():
             self.transfers[key] = self.transfers.get(key, 0) + count
 

@@ -77,6 +77,8 @@ ALLOWED: dict[str, set[str]] = {
     # process: lifespan, flags, workers, operations
     "process": set(),
     "process.logs": set(),
+    "process.querylog": {"base.clock", "base.metrics", "serving.observe", "serving.stats",
+                         "zone.wire"},
     "process.health": {"base.config"},
     "process.collector": {"base.metrics", "serving.stats", "zone.cache"},
     "process.explain": {"serving.handler", "zone.cache", "zone.model", "zone.names", "zone.rrs",
@@ -90,8 +92,7 @@ ALLOWED: dict[str, set[str]] = {
                        "serving.stats"},
     "process.workers": {"base.clock", "base.config", "serving.stats", "zone.cache"},
     "process.app": {"base.config", "base.metrics", "process.collector", "process.dnstap",
-                    "process.explain",
-                    "process.health", "process.logs",
+                    "process.explain", "process.health", "process.logs", "process.querylog",
                     "process.workers", "serving.handler", "serving.observe", "serving.server",
                     "serving.stats", "sources.convert", "sources.events", "sources.locality",
                     "sources.manifests", "sources.watch", "transfers.journal",
