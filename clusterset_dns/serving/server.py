@@ -122,9 +122,6 @@ class UDPReader:
                 observe(data, response, False, addr, started)
 
 
-UDPIO = ("auto", "batched", "plain")
-
-
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
                remembering: udpbatch.Remembering | None = None,
                observe: Observer | None = None) -> UDPReader | udpbatch.BatchReader:

@@ -68,7 +68,6 @@ BATCH = 64
 MAX_QUERY = 4096  # a DNS query over UDP is a few hundred bytes at most
 ADDR_SIZE = 28  # sizeof(struct sockaddr_in6), the largest peer address of AF_INET/AF_INET6
 MSG_DONTWAIT = 0x40
-MSG_TRUNC = 0x20
 
 
 class IOVec(ctypes.Structure):

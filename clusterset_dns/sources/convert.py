@@ -43,7 +43,6 @@ ABOUT_GROUP = "about.k8s.io"
 # The ClusterProperties naming this cluster, the one that wins first: the about-api's
 # (and the proposed rename's) name, then the one the MCS DNS specification still uses.
 CLUSTER_ID_PROPERTIES = ("cluster.clusterset.k8s.io", "id.k8s.io")
-CLUSTER_ID_PROPERTY = CLUSTER_ID_PROPERTIES[0]
 ZONE_LABEL = "topology.kubernetes.io/zone"  # a Node's zone
 SLICE_OBJECTS = "endpointSliceObjects"  # ServiceImport status (mcs-api v0.5.1): Present, Absent
 SLICES_ABSENT = "Absent"
