@@ -248,6 +248,10 @@ class Config:
     udp_io: str = flag("auto", "UDP system calls: batched (recvmmsg/sendmmsg, Linux), plain "
                        "(recvfrom/sendto), or auto (batched where available)",
                        choices=("auto", "batched", "plain"))
+    duration_sample: int = flag(
+        64, "time 1 in N answers of each transport (over batched UDP: the batch holding it) "
+        "for clusterset_dns_request_duration_seconds; 0 = none", parse=int,
+        bounds=(0, 1_000_000), metavar="N")
     # Zone transfers (AXFR/IXFR) and NOTIFY.
     allow_transfer: tuple[Network, ...] = flag(
         (), "network (CIDR) whose clients may transfer the zone: AXFR over TCP, IXFR over "

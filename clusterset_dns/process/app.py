@@ -96,7 +96,8 @@ class ProcessState:
                          stats=self.handler.stats,
                          transfer=self.transfers.start if self.transfers else None,
                          remembering=self.handler,
-                         observe=answer_observer(config, self.handler.stats, self.tap))
+                         observe=answer_observer(config, self.handler.stats, self.tap),
+                         sample_every=config.duration_sample)
 
 
 def answer_observer(config: Config, stats: Stats, tap: Tap | None = None) -> Observer | None:

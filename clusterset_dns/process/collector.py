@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from clusterset_dns.base.metrics import RCODES
@@ -27,7 +31,8 @@ class ServerCollector(Collector):
         self.extra_stats = extra_stats
         self.workers_missing = workers_missing
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily
+                                  | HistogramMetricFamily]:
         every = [self.stats, *self.extra_stats()]
         responses = CounterMetricFamily("clusterset_dns_responses", "DNS responses sent, by rcode",
                                         labels=["rcode"])
@@ -56,6 +61,7 @@ class ServerCollector(Collector):
         for info in sorted(c for c in counters.EDE_CODES if c is not None):
             ede.add_metric([str(info)], by_code.get(info, 0))
         yield ede
+        yield durations(every)
         yield CounterMetricFamily("clusterset_dns_truncated", "UDP responses sent with TC set",
                                   value=sum(s.truncated for s in every))
         yield GaugeMetricFamily("clusterset_dns_tcp_connections", "Open TCP connections",
@@ -127,3 +133,22 @@ class ServerCollector(Collector):
             states.add_metric([state], count)
         yield states
 
+
+
+def durations(every: list[Stats]) -> HistogramMetricFamily:
+    """clusterset_dns_request_duration_seconds: the sampled answers' durations."""
+    family = HistogramMetricFamily(
+        "clusterset_dns_request_duration_seconds",
+        "Time to answer, from the query's read to its response (over batched UDP: from "
+        "its batch's read to the batch's send), by transport; sampled: 1 in "
+        "--duration-sample answers, so the count is of sampled answers", labels=["proto"])
+    for tcp, proto in enumerate(counters.TRANSPORTS):
+        total, buckets = 0, []
+        for bound, index in zip(counters.DURATION_BUCKETS, range(len(counters.DURATION_BUCKETS)),
+                                strict=True):
+            total += sum(s.durations.counts[tcp][index] for s in every)
+            buckets.append((repr(bound), total))
+        total += sum(s.durations.counts[tcp][-1] for s in every)
+        buckets.append(("+Inf", total))
+        family.add_metric([proto], buckets, sum(s.durations.sums[tcp] for s in every))
+    return family

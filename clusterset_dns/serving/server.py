@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.observe import Guard, Observer
+from clusterset_dns.serving.stats import SAMPLE_EVERY, Durations, Sampler
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,11 @@ class UDPReader:
     BATCH = udpbatch.BATCH  # then yield to the loop, so a flood cannot starve the watch
     MAX_QUERY = udpbatch.MAX_QUERY
 
-    def __init__(self, sock: socket.socket, handle: Handle, observe: Observer | None = None
-                 ) -> None:
+    def __init__(self, sock: socket.socket, handle: Handle, observe: Observer | None = None,
+                 sampler: Sampler | None = None) -> None:
         self.sock = sock
         self.handle = handle
+        self.sampler = sampler
         self.observer = observe  # each UDP reader guards it itself
         self.observe: Observer | None = Guard(observe) if observe is not None else None
         self.addr: Any = None  # the sender of the datagram being answered
@@ -98,9 +100,10 @@ class UDPReader:
 
     def _readable(self) -> None:
         recvfrom, sendto, handle = self.sock.recvfrom, self.sock.sendto, self.handle
-        sender, observe = self.sender, self.observe
+        sender, observe, sampler = self.sender, self.observe, self.sampler
         size = self.MAX_QUERY
         started = 0
+        timed = 0.0
         for _ in range(self.BATCH):
             try:
                 data, addr = recvfrom(size)
@@ -111,6 +114,10 @@ class UDPReader:
                 continue
             if observe is not None:
                 started = time.perf_counter_ns()
+            if sampler is not None:
+                sampler.left -= 1
+                if sampler.left <= 0:
+                    timed = time.perf_counter()
             self.addr = addr
             response = handle(data, False, sender)
             if response is not None:
@@ -118,23 +125,29 @@ class UDPReader:
                     sendto(response, addr)
                 except OSError as exc:  # send buffer full: UDP may drop, the client retries
                     log.debug("UDP send to %s: %s", addr, exc)
+            if timed:
+                assert sampler is not None
+                sampler.timed(time.perf_counter() - timed)
+                timed = 0.0
             if observe is not None:
                 observe(data, response, False, addr, started)
 
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
                remembering: udpbatch.Remembering | None = None,
-               observe: Observer | None = None) -> UDPReader | udpbatch.BatchReader:
+               observe: Observer | None = None, sampler: Sampler | None = None
+               ) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
-    batched where the system has it, else plain. ``observe``: see observe.Observer."""
+    batched where the system has it, else plain. ``observe``: see observe.Observer;
+    ``sampler``: times 1 in so many answers (stats.Sampler)."""
     if mode != "plain":
         reason = udpbatch.load()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle, remembering, observe)
+            return udpbatch.BatchReader(sock, handle, remembering, observe, sampler)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
-    return UDPReader(sock, handle, observe)
+    return UDPReader(sock, handle, observe, sampler)
 
 
 class ConnectionStats(Protocol):
@@ -144,13 +157,15 @@ class ConnectionStats(Protocol):
     tcp_open: int
     tcp_refused: int
     tcp_aborted: int
+    durations: Durations  # sampled answer durations (clusterset_dns_request_duration_seconds)
 
 
 class Counters:
-    __slots__ = ("tcp_aborted", "tcp_open", "tcp_refused")
+    __slots__ = ("durations", "tcp_aborted", "tcp_open", "tcp_refused")
 
     def __init__(self) -> None:
         self.tcp_open = self.tcp_refused = self.tcp_aborted = 0
+        self.durations = Durations()
 
 
 def raise_fd_limit() -> int:
@@ -263,7 +278,9 @@ class TCPProtocol(asyncio.BufferedProtocol):
         handle = self.server.handle
         transfer = self.server.transfer
         observe = self.server.observe
+        sampler = self.server.tcp_sampler
         started = 0
+        timed = 0.0
         buffer = self.buffer
         out: list[bytes] = []
         size = 0
@@ -285,7 +302,15 @@ class TCPProtocol(asyncio.BufferedProtocol):
                     return
             if observe is not None:
                 started = time.perf_counter_ns()
+            if sampler is not None:
+                sampler.left -= 1
+                if sampler.left <= 0:
+                    timed = time.perf_counter()
             response = handle(message, True, None)
+            if timed:  # to the response made (its write is the transport's, later)
+                assert sampler is not None
+                sampler.timed(time.perf_counter() - timed)
+                timed = 0.0
             if observe is not None:
                 observe(message, response, True, self.address(), started)
             if response is None:
@@ -411,12 +436,13 @@ class DNSServer:
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None, transfer: Transfer | None = None,
                  remembering: udpbatch.Remembering | None = None,
-                 observe: Observer | None = None) -> None:
+                 observe: Observer | None = None, sample_every: int = SAMPLE_EVERY) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
         ``transfer``: zone transfers over TCP (None: the handler refuses them);
         ``remembering``: the handler behind ``handle``, whose remembered UDP responses
         the batched reader answers itself (see udpbatch); ``observe``: shown every
-        answer, over UDP and TCP (see observe.Observer)."""
+        answer, over UDP and TCP (see observe.Observer); ``sample_every``: 1 in so many
+        answers of each transport is timed into ``stats.durations`` (0: none)."""
         self.handle = handle
         self.observer = observe  # each UDP reader guards it itself
         self.observe: Observer | None = Guard(observe) if observe is not None else None
@@ -428,6 +454,9 @@ class DNSServer:
         self.reuse_port = reuse_port
         self.max_tcp_connections = max_tcp_connections
         self.stats: ConnectionStats = stats if stats is not None else Counters()
+        durations = self.stats.durations
+        self.udp_sampler = Sampler(sample_every, durations, False) if sample_every > 0 else None
+        self.tcp_sampler = Sampler(sample_every, durations, True) if sample_every > 0 else None
         self.readers: list[UDPReader | udpbatch.BatchReader] = []
         self.servers: list[asyncio.Server] = []
         self.connections: set[TCPProtocol] = set()
@@ -447,7 +476,7 @@ class DNSServer:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
             reader = udp_reader(udp, self.handle, self.udp_io, self.remembering,
-                                self.observer)
+                                self.observer, self.udp_sampler)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

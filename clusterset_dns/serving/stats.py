@@ -7,6 +7,8 @@ goes back when a worker restarts.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 # The request counter is one flat list: index = slot(type, transport, EDE) * RCODES + rcode.
 # The DNS path adds a precomputed base to the rcode (see handler.Handler); the metrics
 # module folds the list into labelled families at scrape time.
@@ -35,11 +37,63 @@ def slot_of(index: int) -> tuple[str, str, int | None, int]:
     return TYPES[type_slot], TRANSPORTS[tcp], EDE_CODES[ede], rcode
 
 
+# Answer durations (clusterset_dns_request_duration_seconds): upper bounds of the
+# buckets, 31.25 us doubling to 4.096 s (CoreDNS's start at 250 us, where every answer
+# here would fall into the first one).
+DURATION_BUCKETS = tuple(0.00003125 * 2**k for k in range(18))
+SAMPLE_EVERY = 64  # the default of --duration-sample
+
+
+class Durations:
+    """A histogram of sampled answer durations per transport: plain lists, folded into
+    a metric family at scrape time."""
+
+    __slots__ = ("counts", "sums")
+
+    def __init__(self) -> None:
+        # counts[tcp][i]: samples no longer than DURATION_BUCKETS[i] and longer than the
+        # bucket before; the last slot: longer than every bound.
+        self.counts = [[0] * (len(DURATION_BUCKETS) + 1) for _ in TRANSPORTS]
+        self.sums = [0.0 for _ in TRANSPORTS]
+
+    def record(self, tcp: bool, seconds: float, samples: int = 1) -> None:
+        self.counts[tcp][bisect_left(DURATION_BUCKETS, seconds)] += samples
+        self.sums[tcp] += seconds * samples
+
+    def add(self, more: Durations) -> None:
+        for mine, theirs in zip(self.counts, more.counts, strict=True):
+            for index, count in enumerate(theirs):
+                mine[index] += count
+        for index, total in enumerate(more.sums):
+            self.sums[index] += total
+
+
+class Sampler:
+    """Picks 1 in ``every`` answers of one transport to time, by counting them (not at
+    random: the count is exact and costs a subtraction). ``left``: answers until the
+    next sampled one; the transports subtract what they answered and time the answer
+    (or the UDP batch) that brings it to zero or below."""
+
+    __slots__ = ("durations", "every", "left", "tcp")
+
+    def __init__(self, every: int, durations: Durations, tcp: bool) -> None:
+        self.every = self.left = every
+        self.durations = durations
+        self.tcp = tcp
+
+    def timed(self, seconds: float) -> None:
+        """The answers that reached the sample (one, or more in a batch) took
+        ``seconds``; the count starts again."""
+        samples = 1 + (-self.left) // self.every
+        self.left += samples * self.every
+        self.durations.record(self.tcp, seconds, samples)
+
+
 class Stats:
     """Plain counters; the metrics module reads them at scrape time."""
 
-    __slots__ = ("dnstap_dropped", "dnstap_sent", "dropped", "query_log_dropped", "requests",
-                 "tcp_aborted", "tcp_open", "tcp_refused", "transfers", "truncated")
+    __slots__ = ("dnstap_dropped", "dnstap_sent", "dropped", "durations", "query_log_dropped",
+                 "requests", "tcp_aborted", "tcp_open", "tcp_refused", "transfers", "truncated")
     # Fields that say how things are now, not how often something happened: add()
     # leaves them out (a worker that is gone has no open connection).
     GAUGES = frozenset({"tcp_open"})
@@ -55,6 +109,7 @@ class Stats:
         # dnstap frames written to the collector's connection, and dropped (process.dnstap).
         self.dnstap_sent = self.dnstap_dropped = 0
         self.query_log_dropped = 0  # query log lines over --query-log-rate (process.querylog)
+        self.durations = Durations()  # sampled answer durations, kept by server.DNSServer
 
     def add(self, more: Stats) -> None:
         """Adds every counter of ``more`` to this one's (not the gauges)."""
@@ -68,6 +123,7 @@ class Stats:
         self.dnstap_sent += more.dnstap_sent
         self.dnstap_dropped += more.dnstap_dropped
         self.query_log_dropped += more.query_log_dropped
+        self.durations.add(more.durations)
         for key, count in more.transfers.items():
             self.transfers[key] = self.transfers.get(key, 0) + count
 

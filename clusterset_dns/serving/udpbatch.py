@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from clusterset_dns.serving.observe import Address, Guard, Observer
+from clusterset_dns.serving.stats import Sampler
 
 log = logging.getLogger(__name__)
 
@@ -177,11 +178,12 @@ class BatchReader:
     kind = "recvmmsg/sendmmsg"
 
     def __init__(self, sock: socket.socket, handle: Handle,
-                 remembering: Remembering | None = None, observe: Observer | None = None
-                 ) -> None:
+                 remembering: Remembering | None = None, observe: Observer | None = None,
+                 sampler: Sampler | None = None) -> None:
         """``handle`` answers every datagram, or, with ``remembering``, none: that
         handler's memory, fast() and slow() do. ``observe``: shown every answer
-        (observe.Observer)."""
+        (observe.Observer). ``sampler``: times the batch holding each sampled answer
+        (its answers' duration: from the batch's read to its send)."""
         reason = load()
         if reason is not None:
             raise OSError(errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
@@ -243,6 +245,7 @@ class BatchReader:
         self.counts = remembering.stats.requests if remembering else []
         # Tested once per batch: without an observer a batch takes _answer, untouched.
         self.observe: Observer | None = Guard(observe) if observe is not None else None
+        self.sampler = sampler
         self.used = 0  # datagrams the last callback took
         self.dropped = 0  # replies the kernel would not take (send buffer full, ...)
 
@@ -264,12 +267,27 @@ class BatchReader:
                 if count < 0 and ctypes.get_errno() not in (errno.EAGAIN, errno.EINTR):
                     log.debug("UDP receive: %s", errno.errorcode.get(ctypes.get_errno()))
                 break
+            sampler = self.sampler
+            if sampler is not None:
+                sampler.left -= count
+                if sampler.left <= 0:  # this batch holds a sampled answer: timed whole
+                    started = time.perf_counter()
+                    self._answer_any(count)
+                    sampler.timed(time.perf_counter() - started)
+                    taken += count
+                    continue
             if self.observe is None:
                 self._answer(count)
             else:
                 self._answer_observed(count, self.observe)
             taken += count
         self.used = taken
+
+    def _answer_any(self, count: int) -> None:
+        if self.observe is None:
+            self._answer(count)
+        else:
+            self._answer_observed(count, self.observe)
 
     def _answer(self, count: int) -> None:
         """Answers the ``count`` datagrams in the receive slots, with one ``sendmmsg``.

@@ -65,8 +65,8 @@ ALLOWED: dict[str, set[str]] = {
     "serving.handler": {"serving.stats", "zone.cache", "zone.records", "zone.truncate",
                         "zone.wire"},
     "serving.observe": set(),
-    "serving.server": {"serving.observe", "serving.udpbatch"},
-    "serving.udpbatch": {"serving.observe"},
+    "serving.server": {"serving.observe", "serving.stats", "serving.udpbatch"},
+    "serving.udpbatch": {"serving.observe", "serving.stats"},
     # transfers: AXFR/IXFR and NOTIFY
     "transfers": set(),
     "transfers.zonedata": {"zone.cache", "zone.rrs", "zone.wire"},

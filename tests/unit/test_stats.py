@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clusterset_dns.base import metrics
-from clusterset_dns.serving.stats import Stats
+from clusterset_dns.serving.stats import Durations, Stats
 
 
 def filled(base: int) -> Stats:
@@ -20,6 +20,10 @@ def filled(base: int) -> Stats:
             setattr(stats, name, [value + code for code in range(len(current))])
         elif isinstance(current, dict):
             setattr(stats, name, {("axfr", "full"): value, (f"t{i}", "r"): value})
+        elif isinstance(current, Durations):
+            for tcp, counts in enumerate(current.counts):
+                counts[:] = [value + tcp + k for k in range(len(counts))]
+            current.sums[:] = [value * 0.5, value * 0.25]
         else:
             setattr(stats, name, value)
     return stats
@@ -37,6 +41,10 @@ def test_add_sums_every_counter_and_no_gauge() -> None:
             assert got == [a + b for a, b in zip(mine, theirs, strict=True)], name
         elif isinstance(mine, dict):
             assert got == {k: mine.get(k, 0) + theirs.get(k, 0) for k in mine | theirs}, name
+        elif isinstance(mine, Durations):
+            assert got.counts == [[a + b for a, b in zip(x, y, strict=True)]
+                                  for x, y in zip(mine.counts, theirs.counts, strict=True)]
+            assert got.sums == [a + b for a, b in zip(mine.sums, theirs.sums, strict=True)]
         else:
             assert got == mine + theirs, name
 
