@@ -11,7 +11,10 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 
@@ -33,6 +36,11 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
+        # The standard process_* and python_* families every Prometheus client exports
+        # (CPU, memory, descriptors, start time; Python version; garbage collection).
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
         self.invalid_objects = Counter(
             "clusterset_dns_invalid_objects_total",
             "API objects skipped because they are invalid for DNS", ["kind"], registry=registry)
