@@ -68,7 +68,7 @@ def unprivileged(argv: Sequence[str | os.PathLike[str]]) -> list[str]:
 
 
 def ask(port: int, name: str, rdtype: str, *, tcp: bool = True, recurse: bool = False,
-        timeout: float = 3.0, payload: int | None = None) -> dns.message.Message:
+        timeout: float = 10.0, payload: int | None = None) -> dns.message.Message:
     """One query to ``127.0.0.1:port`` (TCP by default: the whole RRset, whatever its
     size); ``recurse`` sets RD, as a stub resolver does; ``payload``: EDNS UDP size."""
     query = dns.message.make_query(name, rdtype, use_edns=payload is not None,
@@ -132,7 +132,7 @@ class Daemon:
         self.wait(answers, f"{self.program_name} to answer on port {self.port}", timeout)
 
     def ask(self, name: str, rdtype: str, *, tcp: bool = True, recurse: bool = False,
-            timeout: float = 3.0, payload: int | None = None) -> dns.message.Message:
+            timeout: float = 10.0, payload: int | None = None) -> dns.message.Message:
         return ask(self.port, name, rdtype, tcp=tcp, recurse=recurse, timeout=timeout,
                    payload=payload)
 
