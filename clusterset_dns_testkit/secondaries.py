@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from clusterset_dns_testkit.daemon import ZONE, Daemon, give, program
+from clusterset_dns_testkit.daemon import ZONE, Daemon, give, program, unprivileged
 from clusterset_dns_testkit.peers import HOST, PeerError
 
 Key = tuple[str, str]  # (name, base64 secret) of an HMAC-SHA256 TSIG key
@@ -128,8 +128,7 @@ SCHEMA = Path("/usr/share/doc/pdns-backend-sqlite3/schema.sqlite3.sql")
 
 class PdnsSecondary(Daemon):
     """``pdns_server`` (PowerDNS Authoritative 4) as a secondary on its SQLite backend
-    (gsqlite3; the zone a ``SLAVE`` row naming the primary, the key in ``tsigkeys`` and
-    the domain's ``AXFR-MASTER-TSIG`` metadata), asking for IXFR (``IXFR`` metadata)."""
+    (gsqlite3), the zone, key and IXFR set up with ``pdnsutil`` as the recipe says."""
 
     program_name = "pdns_server"
     package = "pdns-server pdns-backend-sqlite3"
@@ -138,23 +137,13 @@ class PdnsSecondary(Daemon):
                  port: int | None = None) -> None:
         super().__init__(port)
         pdns = program("pdns_server", self.package)
+        pdnsutil = program("pdnsutil", self.package)
         if not SCHEMA.is_file():
             raise PeerError(f"{SCHEMA} not found: run scripts/setup-test (Debian package "
                             "pdns-backend-sqlite3)")
         db = self.dir / "pdns.sqlite3"
         with sqlite3.connect(db) as conn:
             conn.executescript(SCHEMA.read_text())
-            conn.execute("INSERT INTO domains (name, master, type) VALUES (?, ?, 'SLAVE')",
-                         (ZONE, f"{HOST}:{primary_port}"))
-            (zone_id,) = conn.execute("SELECT id FROM domains WHERE name = ?",
-                                      (ZONE,)).fetchone()
-            conn.execute("INSERT INTO domainmetadata (domain_id, kind, content) "
-                         "VALUES (?, 'IXFR', '1')", (zone_id,))
-            if key is not None:
-                conn.execute("INSERT INTO tsigkeys (name, algorithm, secret) "
-                             "VALUES (?, 'hmac-sha256', ?)", key)
-                conn.execute("INSERT INTO domainmetadata (domain_id, kind, content) "
-                             "VALUES (?, 'AXFR-MASTER-TSIG', ?)", (zone_id, key[0]))
         conn.close()
         give(db)
         conf = f"""\
@@ -171,4 +160,15 @@ socket-dir={self.dir}
 loglevel=6
 """
         (self.dir / "pdns.conf").write_text(conf)
+        # without the IXFR metadata PowerDNS asks for AXFR at every change
+        steps = [["create-secondary-zone", ZONE, f"{HOST}:{primary_port}"],
+                 ["set-meta", ZONE, "IXFR", "1"]]
+        if key is not None:
+            steps += [["import-tsig-key", key[0], "hmac-sha256", key[1]],
+                      ["activate-tsig-key", ZONE, key[0], "secondary"]]
+        for step in steps:
+            done = subprocess.run(unprivileged([pdnsutil, f"--config-dir={self.dir}", *step]),
+                                  capture_output=True, text=True, timeout=60, check=False)
+            if done.returncode != 0:
+                raise PeerError(f"pdnsutil {' '.join(step)}: {done.stdout}{done.stderr}")
         self.run([pdns, f"--config-dir={self.dir}"])
