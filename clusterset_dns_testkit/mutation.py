@@ -1,0 +1,391 @@
+"""scripts/mutate: mutation testing of the server's modules with mutmut (locked in
+requirements/test.txt), bounded in time, and the table of docs/testing.md.
+
+mutmut copies the tree it mutates into ``mutants/`` and runs pytest there. Here that tree
+is a scratch copy under ``.mutate/`` (ignored by git; mutmut's verdicts are cached there
+between runs, by the hash of each function) holding only the server, the test kit and
+``tests/unit``: mutants are judged by the tests that need no root, no peer and no cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".mutate"
+RESULTS = ROOT / "docs" / "mutation" / "results.json"
+EQUIVALENT = ROOT / "docs" / "mutation" / "equivalent.json"
+DOC = ROOT / "docs" / "testing.md"
+PACKAGES = ("zone", "base", "serving", "sources", "transfers", "process")
+BEGIN = "<!-- mutation table: made by scripts/mutate --table from docs/mutation; do not edit -->"
+END = "<!-- end of the mutation table -->"
+
+# mutmut's exit codes of a mutant's test run (mutmut/stats.py), folded into four verdicts:
+# a timeout or a crash is the tests noticing the mutant
+KILLED = "killed"
+SURVIVED = "survived"
+NO_TESTS = "no tests"
+NOT_RUN = "not run"
+_VERDICTS: dict[int | None, str] = {1: KILLED, 3: KILLED, 36: KILLED, -24: KILLED, 24: KILLED,
+                                    152: KILLED, 255: KILLED, -11: KILLED, -9: KILLED,
+                                    37: KILLED, 0: SURVIVED, 5: NO_TESTS, 33: NO_TESTS,
+                                    None: NOT_RUN, 2: NOT_RUN}
+
+
+def verdict(exit_code: int | None) -> str:
+    # anything else mutmut calls suspicious or skipped: not counted as killed
+    return _VERDICTS.get(exit_code, SURVIVED)
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def default_base() -> str:
+    """origin/main where there is one, else main's parent (a checkout without a remote)."""
+    probe = subprocess.run(["git", "rev-parse", "--verify", "-q", "origin/main"], cwd=ROOT,
+                           capture_output=True)
+    return "origin/main" if probe.returncode == 0 else "main~1"
+
+
+def changed_files(base: str) -> list[str]:
+    """The server's Python files changed since ``base`` (from where this branch left it),
+    committed or not, and new files not yet added."""
+    names = git("diff", "--name-only", "--merge-base", base, "--").split()
+    names += git("ls-files", "--others", "--exclude-standard", "clusterset_dns").split()
+    return sorted({n for n in names if is_server_module(n) and (ROOT / n).is_file()})
+
+
+def is_server_module(name: str) -> bool:
+    return name.startswith("clusterset_dns/") and name.endswith(".py")
+
+
+def module_name(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, by its full name (``from a import b`` counts both
+    ``a`` and ``a.b``: b may be a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def covering_tests(paths: Iterable[str], tests_dir: Path = ROOT / "tests" / "unit") -> list[str]:
+    """The unit test files that import one of the modules of ``paths``."""
+    wanted = {module_name(p) for p in paths}
+    return sorted(os.path.relpath(t, ROOT) for t in tests_dir.glob("test_*.py")
+                  if imported_modules(t) & wanted)
+
+
+# -- running mutmut ---------------------------------------------------------------------
+
+def _toml_list(items: Sequence[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def prepare(paths: Sequence[str], tests: Sequence[str]) -> None:
+    """The scratch tree: this checkout's server, test kit and unit tests, and a
+    pyproject.toml telling mutmut what to mutate and which tests judge it."""
+    WORK.mkdir(exist_ok=True)
+    for name in ("clusterset_dns", "clusterset_dns_testkit", "tests"):
+        shutil.rmtree(WORK / name, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "clusterset_dns", WORK / "clusterset_dns", ignore=ignore)
+    shutil.copytree(ROOT / "clusterset_dns_testkit", WORK / "clusterset_dns_testkit",
+                    ignore=ignore)
+    shutil.copytree(ROOT / "tests" / "unit", WORK / "tests" / "unit", ignore=ignore)
+    config = (ROOT / "pyproject.toml").read_text(encoding="utf-8") + f"""
+[tool.mutmut]
+source_paths = ["clusterset_dns"]
+only_mutate = {_toml_list(paths)}
+also_copy = ["clusterset_dns_testkit"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
+pytest_add_cli_args_test_selection = {_toml_list(tests)}
+"""
+    (WORK / "pyproject.toml").write_text(config, encoding="utf-8")
+
+
+def run_mutmut(budget: float, jobs: int, log: Path) -> bool:
+    """mutmut run in the scratch tree, niced, stopped when the budget is spent (the
+    verdicts reached so far are kept: mutmut saves each). True if it finished."""
+    command = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
+               "run", "--max-children", str(jobs)]
+    with log.open("w", encoding="utf-8") as out:
+        proc = subprocess.Popen(command, cwd=WORK, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=lambda: os.nice(10))
+        try:
+            proc.wait(timeout=budget)
+            return True
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)  # mutmut stops its workers and saves
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return False
+
+
+def exit_codes(path: str) -> dict[str, int | None]:
+    meta = WORK / "mutants" / f"{path}.meta"
+    if not meta.exists():
+        return {}
+    codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    return codes
+
+
+def diffs(names: Sequence[str]) -> dict[str, str]:
+    """mutmut's diff of each mutant (the function before and after)."""
+    if not names:
+        return {}
+    script = ("import json, sys\nfrom mutmut.__main__ import cli\n"
+              "from mutmut.mutation.diff_apply import get_diff_for_mutant\n"
+              "names = json.load(sys.stdin)\n"
+              "print(json.dumps({n: get_diff_for_mutant(n) for n in names}))\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=WORK, input=json.dumps(list(names)),
+                         capture_output=True, text=True, check=True).stdout
+    found: dict[str, str] = json.loads(out.strip().splitlines()[-1])
+    return found
+
+
+# -- where a mutant is, and what it changed ---------------------------------------------------
+
+# mutmut's names: module.x_function__mutmut_N, module.xǁClassǁmethod__mutmut_N
+_NAME = re.compile(r"\.x(?:ǁ(?P<cls>[^ǁ]+)ǁ|_)(?P<func>.+?)__mutmut_\d+$")
+
+
+def function_span(source: str, mutant: str) -> tuple[int, int] | None:
+    """The lines (first, last) of the function a mutmut mutant name points at."""
+    match = _NAME.search(mutant)
+    if not match:
+        return None
+    cls, func = match["cls"], match["func"]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and cls is not None and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == func:
+                    return item.lineno, item.end_lineno or item.lineno
+        if cls is None and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                node.name == func and node.col_offset == 0:
+            return node.lineno, node.end_lineno or node.lineno
+    return None
+
+
+def describe(source: str, mutant: str, diff: str) -> tuple[int, str]:
+    """(line, "old -> new") of a mutant, from mutmut's diff of its function."""
+    removed = [ln[1:].strip() for ln in diff.splitlines()
+               if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln[1:].strip() for ln in diff.splitlines()
+             if ln.startswith("+") and not ln.startswith("+++")]
+    text = " / ".join(removed) + " -> " + (" / ".join(added) or "(removed)")
+    span = function_span(source, mutant)
+    lines = source.splitlines()
+    first, last = span or (1, len(lines))
+    if removed:
+        for number in range(first, last + 1):
+            if lines[number - 1].strip() == removed[0]:
+                return number, text
+    return first, text
+
+
+@dataclass
+class FileResult:
+    path: str
+    killed: int = 0
+    not_run: int = 0
+    survivors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.killed + len(self.survivors) + self.not_run
+
+
+def collect(paths: Sequence[str]) -> list[FileResult]:
+    results = []
+    for path in paths:
+        result, lost = FileResult(path), []
+        for name, code in sorted(exit_codes(path).items()):
+            kind = verdict(code)
+            if kind == KILLED:
+                result.killed += 1
+            elif kind == NOT_RUN:
+                result.not_run += 1
+            else:
+                lost.append((name, kind))
+        texts = diffs([name for name, _ in lost])
+        source = (ROOT / path).read_text(encoding="utf-8")
+        for name, kind in lost:
+            line, text = describe(source, name, texts.get(name, ""))
+            result.survivors.append({"line": line, "mutation": text, "kind": kind,
+                                     "mutant": name.rsplit(".", 1)[-1]})
+        result.survivors.sort(key=lambda s: (s["line"], s["mutant"]))
+        results.append(result)
+    return results
+
+
+# -- the recorded results and the table ------------------------------------------------------
+
+def load_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def why_equivalent(equivalent: dict[str, Any], path: str, mutation: str) -> str | None:
+    for entry in equivalent.get(path, []):
+        if entry["mutation"] == mutation:
+            return str(entry["why"])
+    return None
+
+
+def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool) -> None:
+    recorded = load_json(RESULTS)
+    commit = git("rev-parse", "--short", "HEAD").strip()
+    for r in results:
+        recorded[r.path] = {"commit": commit, "date": dt.date.today().isoformat(),
+                            "tests": list(tests), "finished": finished and r.not_run == 0,
+                            "mutants": r.total, "killed": r.killed, "not_run": r.not_run,
+                            "survivors": r.survivors}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
+                       encoding="utf-8")
+
+
+def table(results: dict[str, Any], equivalent: dict[str, Any]) -> str:
+    """The Markdown block of docs/testing.md: per package, from the recorded results."""
+    rows = ["| package | files run | mutants run | killed | survived | judged equivalent "
+            "| killed of the non-equivalent | not run (budget) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    notes: list[str] = []
+    for package in PACKAGES:
+        files = {p: r for p, r in sorted(results.items())
+                 if p.startswith(f"clusterset_dns/{package}/")}
+        if not files:
+            rows.append(f"| `{package}` | not run yet | | | | | | |")
+            continue
+        run = killed = survived = same = not_run = 0
+        for path, r in files.items():
+            run += r["mutants"] - r["not_run"]
+            killed += r["killed"]
+            not_run += r["not_run"]
+            for s in r["survivors"]:
+                why = why_equivalent(equivalent, path, s["mutation"])
+                if why is None:
+                    survived += 1
+                else:
+                    same += 1
+                    notes.append(f"- `{path}:{s['line']}` `{s['mutation']}`: {why}")
+        score = f"{100 * killed / (run - same):.0f}%" if run > same else "-"
+        rows.append(f"| `{package}` | {len(files)} | {run} | {killed} | {survived} | {same} "
+                    f"| {score} | {not_run} |")
+    ran = ", ".join(f"`{p.removeprefix('clusterset_dns/')}` ({r['commit']})"
+                    for p, r in sorted(results.items()))
+    lines = [BEGIN, "", *rows, "", f"Files run (at the commit): {ran or 'none'}.", ""]
+    if notes:
+        lines += ["Survivors judged equivalent (no test can tell them from the code):", "",
+                  *notes, ""]
+    return "\n".join([*lines, END])
+
+
+def replace_table(doc: str, block: str) -> str:
+    start, end = doc.index(BEGIN), doc.index(END) + len(END)
+    return doc[:start] + block + doc[end:]
+
+
+def current_table() -> str:
+    return table(load_json(RESULTS), load_json(EQUIVALENT))
+
+
+def write_table() -> None:
+    DOC.write_text(replace_table(DOC.read_text(encoding="utf-8"), current_table()),
+                   encoding="utf-8")
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def print_results(results: Sequence[FileResult], equivalent: dict[str, Any]) -> int:
+    lost = 0
+    for r in results:
+        print(f"{r.path}: {r.killed} killed, {len(r.survivors)} survived or untested, "
+              f"{r.not_run} not run, of {r.total}")
+        for s in r.survivors:
+            why = why_equivalent(equivalent, r.path, s["mutation"])
+            note = f"  (equivalent: {why})" if why else ""
+            lost += why is None
+            tag = "" if s["kind"] == SURVIVED else f" [{s['kind']}]"
+            print(f"  {r.path}:{s['line']}: {s['mutation']}{tag}{note}")
+    return lost
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/mutate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", help="files of clusterset_dns/ to mutate "
+                        "(default: those changed since --base)")
+    parser.add_argument("--base", help="default: origin/main if there is one, else main~1")
+    parser.add_argument("--budget", type=float, default=600,
+                        help="seconds mutmut may run (default 600); what is left is 'not run'")
+    parser.add_argument("-j", "--jobs", type=int, default=1,
+                        help="mutants tested at once (default 1: the machine is shared)")
+    parser.add_argument("--tests", nargs="+", help="unit test files that judge the mutants "
+                        "(default: those under tests/unit importing the mutated modules)")
+    parser.add_argument("--report", action="store_true", help="record the results in "
+                        "docs/mutation/results.json and regenerate docs/testing.md's table")
+    parser.add_argument("--table", action="store_true",
+                        help="only regenerate docs/testing.md's table from the recorded results")
+    args = parser.parse_args(argv)
+    if args.table:
+        write_table()
+        return 0
+    paths = [os.path.relpath(Path(p).resolve(), ROOT) for p in args.paths] or \
+        changed_files(args.base or default_base())
+    bad = [p for p in paths if not is_server_module(p) or not (ROOT / p).is_file()]
+    if bad:
+        parser.error(f"not a Python file of clusterset_dns/: {' '.join(bad)}")
+    if not paths:
+        print("mutate: no file of clusterset_dns/ changed; name the files to mutate")
+        return 0
+    tests = args.tests or covering_tests(paths)
+    if not tests:
+        parser.error("no unit test imports these modules: name them with --tests")
+    print(f"mutate: {' '.join(paths)}\n  judged by {' '.join(tests)}\n  budget {args.budget:.0f} s,"
+          f" {args.jobs} process(es); mutmut's log in {os.path.relpath(WORK, Path.cwd())}/run.log")
+    prepare(paths, tests)
+    finished = run_mutmut(args.budget, args.jobs, WORK / "run.log")
+    results = collect(paths)
+    if not any(r.total for r in results):
+        print((WORK / "run.log").read_text(encoding="utf-8", errors="replace")[-3000:])
+        print("mutate: mutmut produced no verdict (its log is above)", file=sys.stderr)
+        return 2
+    equivalent = load_json(EQUIVALENT)
+    lost = print_results(results, equivalent)
+    if not finished:
+        print(f"mutate: the budget ({args.budget:.0f} s) ran out; run again to go on "
+              "(verdicts are cached in .mutate/)")
+    if args.report:
+        record(results, tests, finished)
+        write_table()
+        print(f"mutate: recorded in {RESULTS.relative_to(ROOT)}; docs/testing.md regenerated")
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

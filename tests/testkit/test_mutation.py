@@ -1,0 +1,77 @@
+"""scripts/mutate (clusterset_dns_testkit/mutation.py): which tests judge a file, where a
+mutant is, and docs/testing.md's table being what the recorded results make (whether the
+results are fresh is for whoever runs scripts/mutate --report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterset_dns_testkit import mutation
+
+SOURCE = '''import x
+
+
+def top(a):
+    if a == 0:
+        return 1
+    return a
+
+
+class Cuts:
+    def _read(self, b):
+        return b + 1
+'''
+
+
+def test_the_table_in_docs_is_the_recorded_results() -> None:
+    doc = mutation.DOC.read_text(encoding="utf-8")
+    assert mutation.current_table() in doc, "run scripts/mutate --table"
+
+
+@pytest.mark.parametrize(("mutant", "span"), [
+    ("clusterset_dns.zone.m.x_top__mutmut_3", (4, 7)),
+    ("clusterset_dns.zone.m.xǁCutsǁ_read__mutmut_1", (11, 12)),
+    ("clusterset_dns.zone.m.x_missing__mutmut_1", None),
+])
+def test_a_mutant_name_points_at_its_function(mutant: str, span: tuple[int, int] | None) -> None:
+    assert mutation.function_span(SOURCE, mutant) == span
+
+
+def test_a_mutant_is_described_by_its_line_and_change() -> None:
+    diff = "--- m.py\n+++ m.py\n@@ -1,4 +1,4 @@\n def top(a):\n-    if a == 0:\n+    if a != 0:\n"
+    assert mutation.describe(SOURCE, "m.x_top__mutmut_1", diff) == (5, "if a == 0: -> if a != 0:")
+    removed = "@@ -1,2 +1,2 @@\n-        return b + 1\n+        return None\n"
+    assert mutation.describe(SOURCE, "m.xǁCutsǁ_read__mutmut_2", removed) == \
+        (12, "return b + 1 -> return None")
+
+
+@pytest.mark.parametrize(("code", "verdict"), [
+    (1, "killed"), (36, "killed"), (-24, "killed"), (0, "survived"), (33, "no tests"),
+    (None, "not run"), (35, "survived")])
+def test_mutmut_exit_codes(code: int | None, verdict: str) -> None:
+    assert mutation.verdict(code) == verdict
+
+
+def test_the_tests_of_a_file_are_those_importing_it(tmp_path: Path) -> None:
+    (tmp_path / "test_a.py").write_text("from clusterset_dns.zone import truncate\n")
+    (tmp_path / "test_b.py").write_text("import clusterset_dns.zone.truncate as t\n")
+    (tmp_path / "test_c.py").write_text("from clusterset_dns.zone.wire import Encoder\n")
+    (tmp_path / "helpers.py").write_text("from clusterset_dns.zone import truncate\n")
+    found = mutation.covering_tests(["clusterset_dns/zone/truncate.py"], tmp_path)
+    assert [Path(p).name for p in found] == ["test_a.py", "test_b.py"]
+
+
+def test_the_table_counts_equivalent_survivors_apart() -> None:
+    results = {"clusterset_dns/zone/a.py": {
+        "commit": "abc", "mutants": 12, "killed": 9, "not_run": 1,
+        "survivors": [{"line": 3, "mutation": "x -> y", "kind": "survived"},
+                      {"line": 4, "mutation": "p -> q", "kind": "survived"}]}}
+    equivalent = {"clusterset_dns/zone/a.py": [{"mutation": "p -> q", "why": "same bytes"}]}
+    block = mutation.table(results, equivalent)
+    assert "| `zone` | 1 | 11 | 9 | 1 | 1 | 90% | 1 |" in block
+    assert "| `serving` | not run yet |" in block
+    assert "- `clusterset_dns/zone/a.py:4` `p -> q`: same bytes" in block
+    doc = f"before\n{mutation.BEGIN}\nold\n{mutation.END}\nafter\n"
+    assert mutation.replace_table(doc, block) == f"before\n{block}\nafter\n"
