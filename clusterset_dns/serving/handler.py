@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.stats import Stats
-from clusterset_dns.zone import cache, wire
+from clusterset_dns.zone import wire
 from clusterset_dns.zone.cache import (
     EMPTY,
     HAS_RECORDS,
@@ -532,9 +532,8 @@ class Handler:
         memo = (key, index, room)
         if memo in forms:
             return forms[memo]
-        if len(forms) >= cache.CUT_FORMS_CAP:
-            forms.clear()  # bounded, as the other memories: start over
-        forms[memo] = form = cuts.form(index, room, 12 + len(question))
+        form = cuts.form(index, room, 12 + len(question))
+        forms.put(memo, form)  # bounded in bytes, as the other memories: then starts over
         return form
 
     def _error(self, qid: bytes, bits: int, rcode: int, question: bytes,

@@ -168,9 +168,6 @@ class RebuildError(RuntimeError):
 # Negative answers remembered between zone changes: bounded, since the names come
 # from clients; 16,384 keys of ~60 bytes cost about 2 MiB at most.
 NEGATIVES_CAP = 16_384
-# Truncated UDP forms remembered (Zone.cut_forms): a form is at most a UDP answer
-# (1232 bytes by default), so 4,096 cost about 5 MiB at most.
-CUT_FORMS_CAP = 4_096
 
 # How an import stands (Cache.states): answers something; has no ready endpoint (or
 # no usable IP); never converted (only its rejection is known).
@@ -218,9 +215,10 @@ class Zone:
     explained: dict[bytes, bytes] = field(default_factory=dict)
     # How the answers that can exceed a UDP client's size are cut (truncate.Cuts), by
     # answer key; changed with the answers. ``cut_forms``: the truncated forms served so
-    # far, by (key, rotation, room), at most CUT_FORMS_CAP; emptied like the others.
+    # far, by (key, rotation, room), bounded in bytes (truncate.FORMS_BUDGET); emptied
+    # like the others.
     cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
-    cut_forms: dict[tuple[bytes, int, int], truncate.Form | None] = field(default_factory=dict)
+    cut_forms: truncate.FormMemory = field(default_factory=truncate.FormMemory)
     # Moves with every change (a transfer's shared snapshot is reused while it holds).
     generation: int = 0
 

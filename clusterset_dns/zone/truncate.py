@@ -9,7 +9,8 @@ that order, so that consecutive truncated answers do not hand every such
 client the same endpoints. The order in use is the wall clock's second
 (:class:`Rotation`), so that every process and replica hands out the same one.
 Only the bytes for one client size are joined,
-once, when that size first asks (see ``Zone.cut_forms``).
+once, when that size first asks, and kept in a :class:`FormMemory` bounded in bytes
+(``Zone.cut_forms``).
 
 Every record the cut keeps is position-independent: an owner that is the
 question (``C0 0C``) and an uncompressed SRV target (RFC 2782). Glue owners
@@ -21,7 +22,7 @@ from __future__ import annotations
 import struct
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from clusterset_dns.zone import wire
 
@@ -34,6 +35,13 @@ _NO_EDNS_ROOM = 512 - 12 - wire.OPT_LEN  # the least room a UDP answer has, less
 
 Segment = tuple[int, int]  # records [first, end) of the cut order, in turn
 Form = tuple[tuple[bytes, ...], bytes]  # the header variants (wire.heads) and the body
+Memo = tuple[bytes, int, int]  # a form's key: (answer key, rotation, room)
+# The forms joined so far are bounded in bytes, since clients choose the rooms (an EDNS
+# size up to --edns-udp-size, each its own form): each counts as its answer key's and
+# body's lengths plus FORM_OVERHEAD (its eight header variants, the tuples, a dict slot:
+# measured 720 bytes). When the next form would pass FORMS_BUDGET it starts over.
+FORMS_BUDGET = 4 << 20
+FORM_OVERHEAD = 800
 
 
 class Rotation:
@@ -52,6 +60,46 @@ class Rotation:
 
     def take(self) -> int:
         return int(self.clock()) % ROTATIONS
+
+
+class FormMemory:
+    """:data:`Memo` -> the :data:`Form` (None: nothing fits), at most ``budget`` bytes
+    counted as above. Owned by the zone (``Zone.cut_forms``), emptied on every change;
+    the handler fills it."""
+
+    __slots__ = ("_forms", "budget", "used")
+
+    def __init__(self, budget: int = FORMS_BUDGET) -> None:
+        self._forms: dict[Memo, Form | None] = {}
+        self.budget = budget
+        self.used = 0
+
+    def put(self, memo: Memo, form: Form | None) -> None:
+        cost = len(memo[0]) + (len(form[1]) if form is not None else 0) + FORM_OVERHEAD
+        used = self.used + cost
+        if used > self.budget:
+            # Full (a flood of client sizes): start over, so that what is asked now is
+            # what gets kept.
+            self._forms.clear()
+            used = cost
+        self.used = used
+        self._forms[memo] = form
+
+    def __contains__(self, memo: Memo) -> bool:
+        return memo in self._forms
+
+    def __getitem__(self, memo: Memo) -> Form | None:
+        return self._forms[memo]
+
+    def __len__(self) -> int:
+        return len(self._forms)
+
+    def __iter__(self) -> Iterator[Memo]:
+        return iter(self._forms)
+
+    def clear(self) -> None:
+        self._forms.clear()
+        self.used = 0
 
 
 class Cuts:
@@ -120,7 +168,10 @@ class Cuts:
                 parts.extend(owner + tail for tail in tails)
                 used += size
                 glued += len(tails)
-        return wire.heads(self.rcode, count, 0, glued, wire.QR | wire.AA | wire.TC), b"".join(parts)
+        # Header variants of their own (not wire.heads' shared table): the counts come
+        # from the client's size, so they go with the form when the memory starts over.
+        return (wire.heads(self.rcode, count, 0, glued, wire.QR | wire.AA | wire.TC, False),
+                b"".join(parts))
 
 
 def needs_cuts(question_len: int, answer_bytes: int, records: int) -> bool:

@@ -177,10 +177,12 @@ class WithAdditional(Answer):
 _heads_cache: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
 
 
-def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[bytes, ...]:
-    """The eight header variants for one answer shape, shared between answers."""
+def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA, shared: bool = True
+          ) -> tuple[bytes, ...]:
+    """The eight header variants for one answer shape, shared between answers (not
+    ``shared``: made anew, never kept here)."""
     key = (flags | rcode, an, ns, ar)
-    found = _heads_cache.get(key)
+    found = _heads_cache.get(key) if shared else None
     if found is None:
         found = tuple(
             HEADER.pack(
@@ -192,7 +194,8 @@ def heads(rcode: int, an: int, ns: int, ar: int, flags: int = QR | AA) -> tuple[
             )
             for i in range(8)
         )
-        _heads_cache[key] = found
+        if shared:
+            _heads_cache[key] = found
     return found
 
 

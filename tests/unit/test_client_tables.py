@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from clusterset_dns.serving import handler as handler_module
 from clusterset_dns.serving.handler import Handler
+from clusterset_dns.zone import truncate, wire
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, ask, build_cache, decode, query
 
 WEB = "web.prod.svc.clusterset.local."
+BIG = "big.prod.svc.clusterset.local."
+BIG_KEY = b"\x03big\x04prod\x03svc\x0aclusterset\x05local\x00\x00\x01\x00\x01"
 
 
 def web_handler() -> Handler:
@@ -50,3 +53,53 @@ def test_the_tails_table_holds_exactly_its_cap_then_starts_over() -> None:
     assert len(handler._tails) == cap  # the cap-th shape still fits
     handler.fast(query(WEB, "A", edns=0, payload=1000)[2:], False)
     assert len(handler._tails) == 1  # one more: started over, with the new one
+
+
+# -- truncated forms --------------------------------------------------------------------------
+
+def _form(size: int) -> truncate.Form:
+    return (wire.heads(0, 1, 0, 0, wire.QR | wire.AA | wire.TC, False), b"x" * size)
+
+
+def test_truncated_forms_fill_their_byte_budget_exactly_then_start_over() -> None:
+    """Counted as key + body + FORM_OVERHEAD: forms that sum to the budget are all
+    kept; one byte more starts over with the newest alone."""
+    key = b"\x03big\x04prod\x00\x00\x01\x00\x01"
+    cost = len(key) + 1000 + truncate.FORM_OVERHEAD
+    memory = truncate.FormMemory(budget=10 * cost)
+    for room in range(10):
+        memory.put((key, 0, room), _form(1000))
+    assert len(memory) == 10 and memory.used == memory.budget  # the last byte fits
+    memory.put((key, 1, 0), None)  # nothing fits: costs its key and the overhead
+    assert list(memory) == [(key, 1, 0)]
+    assert memory.used == len(key) + truncate.FORM_OVERHEAD
+    memory.clear()
+    for room in range(9):
+        memory.put((key, 0, room), _form(1000))
+    memory.put((key, 0, 9), _form(1001))  # one byte over the budget
+    assert list(memory) == [(key, 0, 9)] and memory.used == cost + 1
+
+
+def test_a_flood_of_client_sizes_keeps_the_forms_within_the_budget() -> None:
+    """Every EDNS size up to --edns-udp-size 4096 for an answer that needs cutting:
+    the forms the handler keeps never pass the default budget (before: 4,096 forms,
+    whatever their size: about 19 MiB of them at 4 KiB each)."""
+    addresses = [endpoint(f"10.3.{i // 250}.{i % 250 + 1}") for i in range(400)]
+    cache = build_cache([service_import("big", type_="Headless", ports=[port(80, "TCP", "x")])],
+                        [endpoint_slice("big-a", "big", cluster="east",
+                                        ports=[port(80, "TCP", "x")], endpoints=addresses)])
+    handler = Handler(cache.zone, 4096)
+    forms = cache.zone.cut_forms
+    counted = largest = 0
+    for payload in range(512, 4097):
+        for rotation in range(truncate.ROTATIONS):
+            handler.zone.cuts[BIG_KEY].rotation.clock = lambda r=rotation: float(r)
+            response = handler.handle(query(BIG, "A", edns=0, payload=payload), False)
+            assert response is not None and response[2] & 0x02  # TC
+            counted += 1
+        # What is kept, counted from the forms themselves, at its largest.
+        kept = sum(len(memo[0]) + len(form[1]) + truncate.FORM_OVERHEAD
+                   for memo, form in ((m, forms[m]) for m in forms) if form is not None)
+        largest = max(largest, kept)
+    assert largest <= truncate.FORMS_BUDGET
+    assert counted > len(forms) > 0  # it started over, and kept what came last

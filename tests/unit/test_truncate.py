@@ -17,7 +17,6 @@ from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.server import make_socket
 from clusterset_dns.sources import convert
 from clusterset_dns.sources.convert import endpoint_slice as convert_slice
-from clusterset_dns.zone import cache as cache_module
 from clusterset_dns.zone import truncate, wire
 from clusterset_dns.zone.cache import (
     Cache,
@@ -384,14 +383,14 @@ def test_local_first_srv_keeps_the_local_tier_first(local: int) -> None:
         assert all(".east." in target for priority, target in kept if priority == 0)
 
 
-def test_a_flood_of_client_sizes_keeps_the_forms_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flood_of_client_sizes_keeps_the_forms_bounded() -> None:
     """Every EDNS size from 512 to 4096, and 0x20 case variants: the remembered forms
-    stay within their cap (they start over), and every answer is still right."""
-    monkeypatch.setattr(cache_module, "CUT_FORMS_CAP", 16)
+    stay within their byte budget (they start over), and every answer is still right."""
     handler = fresh()
+    handler.zone.cut_forms.budget = budget = 16 * (truncate.FORM_OVERHEAD + 600)
     full = ask(handler, query(BIG, "A"), tcp=True)
     for payload in range(512, 4097, 7):
         name = BIG.upper() if payload % 2 else BIG
         reply = ask(handler, query(name, "A", edns=0, payload=payload))
         check_cut(reply, full, max(512, min(payload, DEFAULT_UDP_CAP)))
-        assert len(handler.zone.cut_forms) <= 16
+        assert handler.zone.cut_forms.used <= budget
