@@ -15,6 +15,7 @@ with ``--workers N`` each process gets 1/N of it.
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from clusterset_dns.base.clock import Clock
@@ -30,6 +31,9 @@ _BITS = {"all": DENIAL | ERROR | SUCCESS, "denial": DENIAL, "error": ERROR}
 _TYPE_TEXT = {1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT",
               28: "AAAA", 33: "SRV", 35: "NAPTR", 41: "OPT", 64: "SVCB", 65: "HTTPS",
               251: "IXFR", 252: "AXFR", 255: "ANY"}
+# Labels joined by dots, of printable ASCII but for the two characters a label escapes
+# besides the dot (" and \\).
+_PLAIN = re.compile(rb"[\x21\x23-\x5b\x5d-\x7e]+")
 _PRINTABLE = frozenset(range(0x21, 0x7F)) - {ord("."), ord("\\"), ord('"')}
 _TC = 0x02  # in the flags' first byte
 _EPSILON = 1e-9  # float slack of the token count (rates like 3/s are not exact in binary)
@@ -56,19 +60,27 @@ class RateLimit:
 def name_text(data: bytes, offset: int) -> tuple[str, int] | None:
     """The uncompressed name at ``offset`` as presentation text (RFC 1035 5.1 escapes),
     and where it ends; None when malformed."""
-    labels: list[str] = []
+    labels: list[bytes] = []
     while offset < len(data):
         length = data[offset]
         if length == 0:
-            return (".".join(labels) + "." if labels else "."), offset + 1
+            joined = b".".join(labels)
+            # The usual name: one check of every label at once (a dot inside a label
+            # would pass it, so the dots are counted too).
+            if _PLAIN.fullmatch(joined) and joined.count(b".") == len(labels) - 1:
+                return joined.decode("ascii") + ".", offset + 1
+            return "".join(_escaped(label) + "." for label in labels) or ".", offset + 1
         if length > 63 or offset + 1 + length > len(data):
             return None
-        label = data[offset + 1 : offset + 1 + length]
-        labels.append("".join(chr(b) if b in _PRINTABLE else
-                              ("\\" + chr(b) if b in (0x2E, 0x5C, 0x22) else f"\\{b:03d}")
-                              for b in label))
+        labels.append(data[offset + 1 : offset + 1 + length])
         offset += 1 + length
     return None
+
+
+def _escaped(label: bytes) -> str:
+    return "".join(chr(b) if b in _PRINTABLE else
+                   ("\\" + chr(b) if b in (0x2E, 0x5C, 0x22) else f"\\{b:03d}")
+                   for b in label)
 
 
 def rcode_and_ede(response: bytes) -> tuple[int, int | None]:
@@ -117,6 +129,7 @@ class QueryLog:
         self.want = 0
         for name in classes.split(","):
             self.want |= _BITS[name]
+        self.success = bool(self.want & SUCCESS)
         self.stats = stats
         self.limit = RateLimit(rate, rate, clock or Clock())
         log.setLevel(logging.INFO)  # asked for: written whatever --log-level says
@@ -125,16 +138,14 @@ class QueryLog:
                  started: int) -> None:
         if response is None or len(response) < 12:
             return  # nothing was sent: not an answer
-        want = self.want
-        if response[3] & 0x0F == 0 and (response[6:8] != b"\x00\x00" or response[2] & _TC):
-            if not want & SUCCESS:  # the common case, decided on two header bytes
+        if not response[3] & 0x0F and (response[6] or response[7] or response[2] & _TC):
+            if not self.success:  # the common case, decided on the header's bytes
                 return
             rcode, ede = 0, None
-            kind = SUCCESS
         else:
             rcode, ede = rcode_and_ede(response)
             kind = DENIAL if rcode in (wire.NOERROR, wire.NXDOMAIN) else ERROR
-            if not want & kind:
+            if not self.want & kind:
                 return
         if not self.limit.take():
             self.stats.query_log_dropped += 1
@@ -151,8 +162,13 @@ class QueryLog:
         client = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
         transport = "tcp" if tcp else "udp"
         text = rcode_text(rcode)
-        log.info("%s %s %s %s %s ede=%s size=%d duration=%.6fs", client, transport, name, qtype,
-                 text, "-" if ede is None else ede, len(response), duration,
-                 extra={"query": {"client": host, "port": port, "transport": transport,
-                                  "name": name, "type": qtype, "rcode": text, "ede": ede,
-                                  "size": len(response), "duration": duration}})
+        size = len(response)
+        message = (f"{client} {transport} {name} {qtype} {text} "
+                   f"ede={'-' if ede is None else ede} size={size} duration={duration:.6f}s")
+        # Made and handed to the handlers directly: Logger.info would also walk the stack
+        # for the caller's file and line, which nobody reads here.
+        log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, message, (), None,
+                                  extra={"query": {"client": host, "port": port,
+                                                   "transport": transport, "name": name,
+                                                   "type": qtype, "rcode": text, "ede": ede,
+                                                   "size": size, "duration": duration}}))

@@ -18,8 +18,8 @@ was handed to the kernel:
 Zone transfers (AXFR, and IXFR over TCP) are streams, not answers: not observed.
 
 An observer must not block (it runs between two answers) and should be cheap: it is
-called for every answer. What it raises is logged once and otherwise ignored, so that
-a bug in it never costs an answer. Without an observer the transports take their
+called for every answer. What it raises is logged once (:func:`failed`) and otherwise
+ignored, so that a bug in it never costs an answer. Without an observer the transports take their
 usual path: no call, no clock reading, no test per packet (one per batch of up to
 64 datagrams over UDP).
 """
@@ -52,20 +52,13 @@ def fan_out(observers: Sequence[Observer | None]) -> Observer | None:
     return observe
 
 
-class Guard:
-    """Calls an observer, logging (once) and swallowing what it raises."""
+_failed = False
 
-    __slots__ = ("failed", "observer")
 
-    def __init__(self, observer: Observer) -> None:
-        self.observer = observer
-        self.failed = False
-
-    def __call__(self, query: bytes, response: bytes | None, tcp: bool, peer: Address,
-                 started: int) -> None:
-        try:
-            self.observer(query, response, tcp, peer, started)
-        except Exception:  # a bug in a watcher must never cost an answer
-            if not self.failed:
-                self.failed = True
-                log.exception("answer observer failed (logged once; answers go on)")
+def failed() -> None:
+    """What a transport calls when its observer raised (inside its ``except``): logged
+    once per process, with the traceback; answers go on."""
+    global _failed
+    if not _failed:
+        _failed = True
+        log.exception("answer observer failed (logged once; answers go on)")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
 
 from clusterset_dns.serving import udpbatch
-from clusterset_dns.serving.observe import Guard, Observer
+from clusterset_dns.serving.observe import Observer, failed
 from clusterset_dns.serving.stats import SAMPLE_EVERY, Durations, Sampler
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,7 @@ class UDPReader:
         self.sock = sock
         self.handle = handle
         self.sampler = sampler
-        self.observer = observe  # each UDP reader guards it itself
-        self.observe: Observer | None = Guard(observe) if observe is not None else None
+        self.observe = observe
         self.addr: Any = None  # the sender of the datagram being answered
         self.sender: udpbatch.Peer = lambda: str(self.addr[0])  # asked for by an IXFR
 
@@ -130,7 +129,10 @@ class UDPReader:
                 sampler.timed(time.perf_counter() - timed)
                 timed = 0.0
             if observe is not None:
-                observe(data, response, False, addr, started)
+                try:
+                    observe(data, response, False, addr, started)
+                except Exception:
+                    failed()
 
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
@@ -312,7 +314,10 @@ class TCPProtocol(asyncio.BufferedProtocol):
                 sampler.timed(time.perf_counter() - timed)
                 timed = 0.0
             if observe is not None:
-                observe(message, response, True, self.address(), started)
+                try:
+                    observe(message, response, True, self.address(), started)
+                except Exception:
+                    failed()
             if response is None:
                 continue
             if len(response) > MAX_TCP_MESSAGE:  # cannot be framed; the handler never should
@@ -444,8 +449,7 @@ class DNSServer:
         answer, over UDP and TCP (see observe.Observer); ``sample_every``: 1 in so many
         answers of each transport is timed into ``stats.durations`` (0: none)."""
         self.handle = handle
-        self.observer = observe  # each UDP reader guards it itself
-        self.observe: Observer | None = Guard(observe) if observe is not None else None
+        self.observe = observe
         self.transfer = transfer
         self.remembering = remembering
         self.udp_io = udp_io
@@ -476,7 +480,7 @@ class DNSServer:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
             reader = udp_reader(udp, self.handle, self.udp_io, self.remembering,
-                                self.observer, self.udp_sampler)
+                                self.observe, self.udp_sampler)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from clusterset_dns.serving.observe import Address, Guard, Observer
+from clusterset_dns.serving.observe import Address, Observer, failed
 from clusterset_dns.serving.stats import Sampler
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ BATCH = 64
 MAX_QUERY = 4096  # a DNS query over UDP is a few hundred bytes at most
 ADDR_SIZE = 28  # sizeof(struct sockaddr_in6), the largest peer address of AF_INET/AF_INET6
 MSG_DONTWAIT = 0x40
+MAX_ADDRESSES = 4096  # decoded peer addresses kept for observers
 
 
 class IOVec(ctypes.Structure):
@@ -244,7 +245,11 @@ class BatchReader:
             remembering.responses.get if remembering else nothing.get)
         self.counts = remembering.stats.requests if remembering else []
         # Tested once per batch: without an observer a batch takes _answer, untouched.
-        self.observe: Observer | None = Guard(observe) if observe is not None else None
+        self.observe = observe
+        # Peer addresses as observers get them, by the raw sockaddr bytes: decoded once per
+        # client (bounded: they come from the network).
+        self.addresses: dict[bytes, Address] = {}
+        self.names_view = memoryview(self.names).cast("B")
         self.sampler = sampler
         self.used = 0  # datagrams the last callback took
         self.dropped = 0  # replies the kernel would not take (send buffer full, ...)
@@ -372,8 +377,18 @@ class BatchReader:
                     response = None  # a bug: costs this answer only (as in _answer)
             seen.append((i, query, response))
         self._send_whole([(i, r) for i, _, r in seen if r is not None])
+        addresses, names, size = self.addresses, self.names_view, ADDR_SIZE
         for i, query, response in seen:
-            observe(query, response, False, self._address(i), started)
+            raw = names[i * size : (i + 1) * size].tobytes()
+            peer = addresses.get(raw)
+            if peer is None:
+                if len(addresses) >= MAX_ADDRESSES:
+                    addresses.clear()
+                peer = addresses[raw] = self._address(i)
+            try:
+                observe(query, response, False, peer, started)
+            except Exception:
+                failed()
 
     def _send_whole(self, replies: list[tuple[int, bytes]]) -> None:
         """Sends whole responses (ID included), reply j to datagram ``replies[j][0]``'s
