@@ -204,14 +204,17 @@ class Sink:
         if not completes_sync and not serials.after(serials.at(now), self.cache.zone.serial):
             self.held.extend(ops)
             if self._timer is None:
-                # The clock's next serial; at most a second whatever the serial (a
-                # clock set back must not hold answers for longer).
-                wait = min(1.0, serials.wait(self.cache.zone.serial, now))
                 self._timer = asyncio.get_running_loop().call_later(
-                    max(0.0, wait) + 0.001, self.flush)
+                    self.hold(now) + 0.001, self.flush)
             return
         self.held.extend(ops)
         self.flush()
+
+    def hold(self, now: float) -> float:
+        """Seconds updates arriving at ``now`` wait: until the clock's next serial, and at
+        most a second whatever the serial (a clock set back must not hold answers for
+        longer)."""
+        return min(1.0, serials.wait(self.cache.zone.serial, now))
 
     def flush(self) -> None:
         """Applies the updates held for the next second (now)."""

@@ -5,7 +5,10 @@ journal difference. The clock is the seam: a test clock moves by hand."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from ipaddress import ip_address
+
+import pytest
 
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
@@ -15,6 +18,8 @@ from clusterset_dns.zone import serials
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
 from clusterset_dns.zone.names import ZoneNames
+
+from .fakeclock import FakeClock
 
 HTTP = (Port("http", "tcp", 80),)
 START = 2_000_000_000.01  # the test clock's start (unix time), early in a tick
@@ -135,20 +140,56 @@ def test_a_restart_past_the_wrap_steps_forward() -> None:
     assert cache.zone.serial == (serials.at(clock()) + serials.TICKS) % 2**32
 
 
+def fake_sink() -> tuple[app.Sink, Cache, FakeClock]:
+    """A Sink on the injected clock (its unix time at the start of a tick)."""
+    clock = FakeClock()
+    assert (clock.time() - serials.EPOCH) * serials.TICKS % 1.0 == 0.0
+    cache = Cache(ZoneNames("clusterset.local"), 5, clock=clock.time)
+    pool = workers.WorkerPool(Config(), 0, app.WORKER_ENTRY, lambda: [])
+    return app.Sink(cache, pool, Metrics()), cache, clock
+
+
+# (the zone's serial, in ticks past the clock's; the seconds an update then waits)
+HOLDS = [
+    (serials.TICKS - 2, 1.0 - TICK),      # the next serial within the second: its tick
+    (serials.TICKS - 1, 1.0),             # exactly a second
+    (serials.TICKS, 1.0),                 # a second and a tick: the cap
+    (3600 * serials.TICKS, 1.0),          # the clock set back an hour: still a second
+    (0, TICK),                            # the clock's own serial: the next tick
+    (-1, 0.0),                            # behind the clock: no wait
+]
+
+
+def test_held_updates_wait_for_the_next_serial_and_at_most_one_second() -> None:
+    s, cache, clock = fake_sink()
+    for ahead, seconds in HOLDS:
+        cache.zone.serial = (serials.at(clock.time()) + ahead) % 2**32
+        assert s.hold(clock.time()) == pytest.approx(seconds, abs=1e-9), ahead
+
+
 def test_the_timer_applies_held_updates_within_a_second() -> None:
+    """The timer is set for the hold (capped at a second, plus a millisecond past the
+    tick) and, when it fires, applies what was held: checked on the injected clock and
+    the timer's recorded delay, not by waiting."""
     async def main() -> None:
-        s, cache, _, _, _ = sink()
-        s.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])
-        # The real clock's run of the timer: the test clock says the serial is a
-        # second ahead, so the wait is the bound (one second).
-        s.apply(headless("web", ["10.0.0.2"]))
-        assert s.held
+        s, cache, clock = fake_sink()
+        s.apply([*headless("web", ["10.0.0.1"]), SetSynced(True)])  # a second ahead
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        while s.held and loop.time() - started < 5:
-            await asyncio.sleep(0.05)
-        assert not s.held  # applied (after at most about a second)
-        assert any(b"10-0-0-2" in key for key in cache.zone.answers)
+        timers: list[tuple[float, Callable[[], None]]] = []
+        real = loop.call_later
+
+        def call_later(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+            timers.append((delay, callback))
+            return real(3600, lambda: None)
+
+        loop.call_later = call_later  # type: ignore[method-assign,assignment]
+        clock.now -= 3600  # and the clock set back an hour
+        s.apply(headless("web", ["10.0.0.2"]))
+        s.apply(headless("web", ["10.0.0.3"]))  # one timer for both
+        assert s.held and [d for d, _ in timers] == [1.001]
+        timers[0][1]()
+        assert not s.held
+        assert any(b"10-0-0-3" in key for key in cache.zone.answers)
 
     asyncio.run(main())
 
