@@ -21,11 +21,15 @@ from .helpers import DEFAULT_UDP_CAP, build_cache, query
 
 Z = "svc.clusterset.local."
 WEB, DB, GONE = f"web.prod.{Z}", f"db.prod.{Z}", f"gone.prod.{Z}"
+TERM = f"term.prod.{Z}"
 
 IMPORTS = [
     service_import("web", ips=["10.1.0.1"], ports=[port(80, "TCP", "http")]),
     service_import("db", type_="Headless", ports=[port(5432, "TCP", "pg")]),
     service_import("gone", type_="Headless"),
+    # only terminating endpoints (not ready, still serving): without --serve-terminating
+    # they are not answered, and are counted as not ready
+    service_import("term", type_="Headless"),
 ]
 SLICES = [
     endpoint_slice("db-a", "db", cluster="east", ports=[port(5432, "TCP", "pg")],
@@ -33,6 +37,9 @@ SLICES = [
                               endpoint("10.2.0.2", hostname="db-1", ready=False)]),
     endpoint_slice("gone-a", "gone", cluster="west",
                    endpoints=[endpoint("10.3.0.1", ready=False)]),
+    endpoint_slice("term-a", "term", cluster="east",
+                   endpoints=[endpoint("10.4.0.1", hostname="t-0", ready=False, serving=True),
+                              endpoint("10.4.0.2", ready=False, serving=True)]),
 ]
 NO_V6 = (0, "no IPv6 address: this name has IPv4 addresses only")
 
@@ -45,6 +52,13 @@ CASES: list[tuple[str, str, int, tuple[int, str] | None]] = [
     (GONE, "A", dns.rcode.NXDOMAIN, (0, "no ready endpoint: 1 not ready (west 1)")),
     (f"west.{GONE}", "SRV", dns.rcode.NXDOMAIN,
      (0, "no ready endpoint in cluster west: 1 not ready")),
+    (TERM, "A", dns.rcode.NXDOMAIN, (0, "no ready endpoint: 2 not ready (east 2)")),
+    (f"east.{TERM}", "SRV", dns.rcode.NXDOMAIN,
+     (0, "no ready endpoint in cluster east: 2 not ready")),
+    (f"t-0.east.{TERM}", "A", dns.rcode.NXDOMAIN,
+     (0, "endpoint not ready (EndpointSlice prod/term-a)")),
+    (f"10-4-0-2.east.{TERM}", "AAAA", dns.rcode.NXDOMAIN,
+     (0, "endpoint not ready (EndpointSlice prod/term-a)")),
     (f"nope.prod.{Z}", "A", dns.rcode.NXDOMAIN, None),
     (f"x.{GONE}", "A", dns.rcode.NXDOMAIN, None),
     (WEB, "TXT", dns.rcode.NOERROR, None),
@@ -240,5 +254,5 @@ def test_requests_and_ede_are_counted_on_every_path() -> None:
         ("other", "tcp", "NOERROR"): 1, ("A", "udp", "REFUSED"): 1}
     assert families["clusterset_dns_answers_ede_total"] == {("0",): 4, ("14",): 0, ("24",): 0}
     assert families["clusterset_dns_responses_total"][("NXDOMAIN",)] == 4
-    assert families["clusterset_dns_imports"] == {("served",): 2, ("no_endpoint",): 1,
+    assert families["clusterset_dns_imports"] == {("served",): 2, ("no_endpoint",): 2,
                                                   ("rejected",): 0}
