@@ -323,7 +323,13 @@ class Server:
         self.notifier = None
         if config.notify:
             from clusterset_dns.transfers.notify import Notifier  # dnspython: only when used
-            self.notifier = Notifier(config.zone, config.notify, lambda: cache.zone.serial,
+            from clusterset_dns.transfers.zonedata import soa
+
+            def current_soa() -> tuple[int, bytes]:
+                record = soa(cache.zone)
+                return record.ttl, record.rdata
+
+            self.notifier = Notifier(config.zone, config.notify, current_soa,
                                      state.transfers.key if state.transfers else None,
                                      lambda result: meters.notifies.labels(result).inc())
         self.sink = Sink(cache, pool, meters,

@@ -5,7 +5,9 @@ burst of updates costs one NOTIFY (of the newest serial) per target. Each is
 retried, with back-off doubling up to ``MAX_BACKOFF`` plus jitter, until the
 target acknowledges it, for at most ``ATTEMPTS`` tries; a newer serial
 restarts the tries. Sent by the parent process only (workers hold the same
-serial). Signed with the transfer TSIG key when there is one.
+serial). Signed with the transfer TSIG key when there is one. Each carries the
+zone's SOA record as it is when sent (RFC 1996 3.7), so that a secondary knows the
+new serial at once (BIND logs one without it as "no serial").
 """
 
 from __future__ import annotations
@@ -39,14 +41,18 @@ ATTEMPTS = 10  # about ten minutes of tries at most, then the next change tries 
 COALESCE = 0.0
 
 
+# The zone's SOA as it is now: (TTL, RDATA in wire form, names uncompressed).
+Soa = Callable[[], tuple[int, bytes]]
+
+
 class Notifier:
-    def __init__(self, zone: str, targets: tuple[HostPort, ...], serial: Callable[[], int],
+    def __init__(self, zone: str, targets: tuple[HostPort, ...], soa: Soa,
                  key: dns.tsig.Key | None, on_result: Callable[[str], None],
                  clock: Clock = SYSTEM) -> None:
         self.clock = clock
         self.zone = dns.name.from_text(zone)
         self.targets = targets
-        self.serial = serial
+        self.soa = soa
         self.key = key
         self.on_result = on_result  # "sent", "acknowledged", "failed"
         self._wake = [asyncio.Event() for _ in targets]
@@ -65,15 +71,21 @@ class Notifier:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def message(self, serial: int) -> dns.message.Message:
+    def current(self) -> tuple[int, dns.rdata.Rdata]:
+        """The zone's SOA now: (TTL, record data)."""
+        ttl, rdata = self.soa()
+        return ttl, dns.rdata.from_wire(dns.rdataclass.IN, dns.rdatatype.SOA, rdata, 0,
+                                        len(rdata))
+
+    def message(self, soa: tuple[int, dns.rdata.Rdata]) -> dns.message.Message:
         message = dns.message.make_query(self.zone, dns.rdatatype.SOA)
         message.flags = dns.flags.AA  # no RD; the opcode (kept in the flags) after this
         message.set_opcode(dns.opcode.NOTIFY)
-        # RFC 1996 3.7: the new SOA's serial as a hint; the secondary asks for the rest.
+        # RFC 1996 3.7: the zone's SOA in the answer section, its serial a hint; the
+        # secondary still asks us for the SOA before it transfers.
         rrset = message.find_rrset(message.answer, self.zone, dns.rdataclass.IN,
                                    dns.rdatatype.SOA, create=True)
-        rrset.add(dns.rdata.from_text(dns.rdataclass.IN, dns.rdatatype.SOA,
-                                      f". . {serial} 0 0 0 0"), 0)
+        rrset.add(soa[1], soa[0])
         if self.key is not None:
             message.use_tsig({self.key.name: self.key}, keyname=self.key.name)
         return message
@@ -83,10 +95,11 @@ class Notifier:
             await wake.wait()
             await self.clock.sleep(COALESCE)
             wake.clear()
-            serial = self.serial()
+            soa = self.current()
+            serial = soa[1].serial  # type: ignore[attr-defined]
             backoff = FIRST_BACKOFF
             for _attempt in range(ATTEMPTS):
-                if await self._send(target, serial):
+                if await self._send(target, soa, serial):
                     break
                 # Jitter: secondaries restarted together are not all retried at once.
                 if await self.clock.wait(wake, self.clock.jitter(backoff, 0.2)):
@@ -97,14 +110,15 @@ class Notifier:
                 log.warning("NOTIFY of serial %d to %s:%d: no acknowledgement after %d tries",
                             serial, *target, ATTEMPTS)
 
-    async def _send(self, target: HostPort, serial: int) -> bool:
+    async def _send(self, target: HostPort, soa: tuple[int, dns.rdata.Rdata], serial: int
+                    ) -> bool:
         import dns.asyncquery  # not at import: it pulls in the async backends
 
         host, port = target
         self.on_result("sent")
         try:
             reply = await self.clock.within(
-                dns.asyncquery.udp(self.message(serial), host, port=port), TIMEOUT)
+                dns.asyncquery.udp(self.message(soa), host, port=port), TIMEOUT)
         except TimeoutError:
             log.info("NOTIFY of serial %d to %s:%d: no answer in %gs", serial, host, port,
                      TIMEOUT)

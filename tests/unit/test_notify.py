@@ -4,15 +4,40 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from typing import cast
 
 import dns.flags
 import dns.message
 import dns.opcode
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
 
-from clusterset_dns.transfers import notify
+from clusterset_dns.transfers import notify, zonedata
+from clusterset_dns.zone.cache import Cache, SetSynced
 
 from .fakeclock import FakeClock
+from .helpers import build_cache
+
+
+def soa_of(serial: list[int]) -> notify.Soa:
+    """An SOA of the shape the zone's has, its serial read from ``serial`` when asked."""
+    def soa() -> tuple[int, bytes]:
+        rdata = dns.rdata.from_text(
+            dns.rdataclass.IN, dns.rdatatype.SOA,
+            f"ns.dns.clusterset.local. hostmaster.clusterset.local. {serial[0]} 7200 1800 "
+            "86400 5")
+        return 5, rdata.to_digestable()
+    return soa
+
+
+def zone_soa(cache: Cache) -> notify.Soa:
+    """The zone's own SOA, as the server hands it to the notifier (process.app)."""
+    def soa() -> tuple[int, bytes]:
+        record = zonedata.soa(cache.zone)
+        return record.ttl, record.rdata
+    return soa
 
 
 class Secondary(asyncio.DatagramProtocol):
@@ -36,7 +61,8 @@ class Secondary(asyncio.DatagramProtocol):
         self.transport.sendto(reply.to_wire(), addr)
 
 
-async def run(ignore: int, bursts: int, serial: list[int]) -> tuple[Secondary, list[str]]:
+async def run(ignore: int, bursts: int, serial: list[int], soa: notify.Soa | None = None,
+              change: Callable[[], None] | None = None) -> tuple[Secondary, list[str]]:
     """Time (the coalescing wait, each answer's timeout, the back-off) moves only while
     no answer can be on its way: every NOTIFY sent has reached the secondary, and the
     secondary has dropped each one."""
@@ -47,11 +73,13 @@ async def run(ignore: int, bursts: int, serial: list[int]) -> tuple[Secondary, l
     results: list[str] = []
     clock = FakeClock()
     notifier = notify.Notifier("clusterset.local", (("127.0.0.1", sock.getsockname()[1]),),
-                               lambda: serial[0], None, results.append, clock)
+                               soa or soa_of(serial), None, results.append, clock)
     notifier.start()
     try:
         for _ in range(bursts):  # a burst of changes, the serial moving each time
             serial[0] += 1
+            if change is not None:
+                change()
             notifier.changed()
         deadline = loop.time() + 10
         while not {"acknowledged", "failed"} & set(results) and loop.time() < deadline:
@@ -82,3 +110,26 @@ def test_unacknowledged_notify_is_retried_until_acknowledged() -> None:
 def test_notify_gives_up_after_its_tries() -> None:
     peer, results = asyncio.run(asyncio.wait_for(run(ignore=100, bursts=1, serial=[7]), 20))
     assert len(peer.received) == notify.ATTEMPTS and results.count("failed") == 1
+
+
+def test_the_notify_carries_the_zones_soa_as_it_is_when_sent() -> None:
+    """RFC 1996 3.7: the answer section holds the zone's SOA record, all of it (owner,
+    TTL, names, serial, timers), as the zone has it after the change."""
+    cache = build_cache()
+    first = cache.zone.serial
+
+    def change() -> None:  # the zone changes: its serial moves
+        cache.apply([SetSynced(False)])
+        cache.apply([SetSynced(True)])
+
+    peer, results = asyncio.run(run(ignore=0, bursts=1, serial=[0], soa=zone_soa(cache),
+                                    change=change))
+    assert results == ["sent", "acknowledged"]
+    [message] = peer.received
+    assert cache.zone.serial != first
+    [rrset] = message.answer
+    assert (rrset.name.to_text(), rrset.ttl, rrset.rdtype) == (
+        "clusterset.local.", 5, dns.rdatatype.SOA)
+    assert [r.to_text() for r in rrset] == [
+        f"ns.dns.clusterset.local. hostmaster.clusterset.local. {cache.zone.serial} 7200 "
+        "1800 86400 5"]

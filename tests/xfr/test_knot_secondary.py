@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,6 +56,9 @@ def test_knot_loads_by_axfr_then_follows_notify_by_ixfr(tmp_path: Path) -> None:
                 # No refresh timer fires this soon (Knot's refresh is the SOA's 7200 s):
                 # only the NOTIFY brings Knot here.
                 knot.wait_serial(serial)
+                # The NOTIFY carried the zone's SOA (RFC 1996 3.7): Knot read its serial.
+                assert re.search(rf"notify, incoming, remote 127\.0\.0\.1@\d+, serial "
+                                 rf"{serial}$", knot.log_text(), re.M), knot.log_text()[-3000:]
                 assert knot.answers("web.ns1.svc.clusterset.local", "A") == set(addresses)
                 assert (before, serial) in knot.ixfr_refreshes(), knot.log_text()[-3000:]
             assert srv.metric("clusterset_dns_notify_total", result="acknowledged") >= 2
