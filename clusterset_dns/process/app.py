@@ -133,8 +133,8 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
     if journal is not None:
         # Imported only when transfers are on: dnspython costs ~9 MiB and ~20 ms of
         # start-up that a server without transfers never uses.
-        from clusterset_dns.transfers import xfr
-        key = xfr.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
+        from clusterset_dns.transfers import keyfile, xfr
+        key = keyfile.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
         transfers = xfr.Transfers(cache.zone, journal, config.allow_transfer, key,
                                   xfr.Counts(stats.transfers))
         # Signed SOA checks get signed answers.
@@ -497,12 +497,14 @@ def _process_setup(config: Config) -> None:
 def run(config: Config) -> int:
     _process_setup(config)
     if config.transfer_tsig_key is not None:
-        from clusterset_dns.transfers import xfr
+        from clusterset_dns.transfers import keyfile
         try:  # read once here: a bad key file stops the start with one line
-            xfr.load_key(config.transfer_tsig_key)
+            weak = keyfile.weakness(keyfile.load_key(config.transfer_tsig_key))
         except ConfigError as exc:
             log.error("cannot start: %s", exc)
             return 2
+        if weak:
+            log.warning("%s", weak)
     if config.workers > 1:
         # Bind once before the workers start, so a bad address fails here, with one
         # message, not once per worker restart.

@@ -15,14 +15,12 @@ at most); dnspython reads the query and computes the TSIG MACs.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import struct
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from ipaddress import ip_address
-from pathlib import Path
 from typing import Any, Protocol
 
 import dns.exception
@@ -36,7 +34,7 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
-from clusterset_dns.base.config import ConfigError, Network
+from clusterset_dns.base.config import Network
 from clusterset_dns.transfers import zonedata
 from clusterset_dns.transfers.journal import Diff, Journal
 from clusterset_dns.transfers.zonedata import Snapshot
@@ -66,25 +64,6 @@ _QR, _AA = 0x8000, 0x0400
 class Sender(Protocol):
     async def send(self, message: bytes) -> None:
         """Writes one message; returns once the client has read enough to go on."""
-
-
-def load_key(path: Path) -> dns.tsig.Key:
-    """``[hmac-sha256:]NAME:BASE64SECRET`` (the form of ``dig -y``), one line."""
-    try:
-        text = path.read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"--transfer-tsig-key {path}: {exc.strerror}") from None
-    parts = text.split(":")
-    if len(parts) == 2:
-        parts.insert(0, "hmac-sha256")
-    if len(parts) != 3 or parts[0].lower() != "hmac-sha256":
-        raise ConfigError(f"--transfer-tsig-key {path}: want [hmac-sha256:]NAME:BASE64SECRET "
-                          "(only HMAC-SHA256 is accepted)")
-    try:
-        secret = base64.b64decode(parts[2], validate=True)
-        return dns.tsig.Key(parts[1], secret, dns.tsig.HMAC_SHA256)
-    except (ValueError, dns.exception.DNSException) as exc:
-        raise ConfigError(f"--transfer-tsig-key {path}: {exc}") from None
 
 
 class Counts:

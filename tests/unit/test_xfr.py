@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Iterator
 from ipaddress import ip_address, ip_network
-from pathlib import Path
 
 import dns.message
 import dns.rcode
@@ -263,19 +262,6 @@ def test_only_transfer_queries_are_taken() -> None:
     plain = dns.message.make_query("clusterset.local", "SOA").to_wire()
     assert transfers.start(plain, "127.0.0.1", Collect()) is None
     assert xfr.transfer_qtype(b"\x00" * 5) == 0
-
-
-def test_key_file_forms(tmp_path: Path) -> None:
-    base = tmp_path
-    good = base / "k"
-    good.write_text("xfr-key:MDEyMzQ1Njc4OWFiY2RlZg==\n")
-    assert xfr.load_key(good).name.to_text() == "xfr-key."
-    bad = base / "b"
-    bad.write_text("hmac-md5:xfr-key:MDEy\n")
-    with pytest.raises(xfr.ConfigError, match="HMAC-SHA256"):
-        xfr.load_key(bad)
-    with pytest.raises(xfr.ConfigError, match="transfer-tsig-key"):
-        xfr.load_key(base / "missing")
 
 
 class ChangesMidway(Collect):

@@ -1,0 +1,140 @@
+"""--transfer-tsig-key: every file that cannot be used is one line and exit 2; an empty
+or short secret is refused, one shorter than the hash warned about."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from clusterset_dns.base.config import ConfigError
+from clusterset_dns.transfers import keyfile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def b64(size: int) -> str:
+    return base64.b64encode(bytes(range(65, 65 + size))).decode()
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    (f"xfr-key:{b64(32)}\n", "xfr-key."),
+    (f"hmac-sha256:xfr-key:{b64(32)}", "xfr-key."),
+    (f"HMAC-SHA256:Other.Key.:{b64(16)}\r\n", "Other.Key."),  # 16 bytes: the least
+])
+def test_good_key_files(tmp_path: Path, text: str, name: str) -> None:
+    path = tmp_path / "key"
+    path.write_text(text)
+    key = keyfile.load_key(path)
+    assert key.name.to_text() == name and key.algorithm.to_text() == "hmac-sha256."
+
+
+BAD = [
+    # (what, the file's bytes, a word the one line says)
+    ("empty secret", b"xfr-key:\n", "empty"),
+    ("empty secret with algorithm", b"hmac-sha256:xfr-key:", "empty"),
+    ("3-byte secret", f"xfr-key:{b64(3)}".encode(), "3 bytes"),
+    ("15-byte secret", f"xfr-key:{b64(15)}".encode(), "15 bytes"),
+    ("not base64", b"xfr-key:not*base64", "base64"),
+    ("not UTF-8", b"xfr-key:\xff\xfe\x00secret", "UTF-8"),
+    ("another algorithm", f"hmac-md5:xfr-key:{b64(32)}".encode(), "HMAC-SHA256"),
+    ("no colon", b"just-a-secret", "NAME:BASE64SECRET"),
+    ("empty file", b"", "NAME:BASE64SECRET"),
+    ("empty name", f":{b64(32)}".encode(), "name"),
+    ("bad name", f"a..b:{b64(32)}".encode(), "not a domain name"),
+    ("too large", b"x" * 5000, "larger than"),
+    ("two lines", f"xfr-key:{b64(32)}\nother:{b64(32)}\n".encode(), "NAME:BASE64SECRET"),
+]
+
+
+@pytest.mark.parametrize(("what", "data", "word"), BAD, ids=[b[0] for b in BAD])
+def test_unusable_key_files_are_one_line(tmp_path: Path, what: str, data: bytes,
+                                         word: str) -> None:
+    path = tmp_path / "key"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as caught:
+        keyfile.load_key(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"--transfer-tsig-key {path}: ")
+    assert word in message
+
+
+def test_missing_directory_and_fifo_are_one_line(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opened for reading, it would wait for a writer forever
+    for path, word in ((tmp_path / "missing", "No such file"), (tmp_path, "not a regular"),
+                       (fifo, "not a regular")):
+        with pytest.raises(ConfigError, match=word) as caught:
+            keyfile.load_key(path)
+        assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("size", "weak"), [(16, True), (31, True), (32, False), (64, False)])
+def test_a_secret_shorter_than_the_hash_is_warned_about(tmp_path: Path, size: int,
+                                                        weak: bool) -> None:
+    path = tmp_path / "key"
+    path.write_text(f"xfr-key:{b64(size)}")
+    warning = keyfile.weakness(keyfile.load_key(path))
+    assert (warning is not None) == weak
+    if weak:
+        assert f"{size} bytes" in str(warning) and "32" in str(warning)
+
+
+def serve_argv(key: Path) -> list[str]:
+    return [sys.executable, "-m", "clusterset_dns", "serve", "--manifests",
+            str(REPO / "examples"), "--listen", "127.0.0.1:0", "--health-listen", "off",
+            "--ready-listen", "off", "--metrics-listen", "off", "--allow-transfer",
+            "127.0.0.1", "--transfer-tsig-key", str(key)]
+
+
+def serve(key: Path) -> subprocess.CompletedProcess[str]:
+    """The real command line, stopped by its own start-up check (or by the timeout)."""
+    return subprocess.run(serve_argv(key), capture_output=True, text=True, timeout=60,
+                          cwd=REPO, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.parametrize(("what", "data", "word"),
+                         [BAD[0], BAD[2], BAD[5]], ids=["empty", "3-byte", "not-utf8"])
+def test_the_cli_exits_2_with_one_line(tmp_path: Path, what: str, data: bytes,
+                                       word: str) -> None:
+    """Before: an empty or 3-byte secret started the server (an AXFR signed with the
+    empty key got the zone); a file not in UTF-8 exited 1 with a traceback."""
+    path = tmp_path / "key"
+    path.write_bytes(data)
+    done = serve(path)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and word in lines[0] and "Traceback" not in done.stderr, lines
+
+
+def test_a_weak_key_starts_with_a_warning(tmp_path: Path) -> None:
+    """20 bytes: served (at least 16), with one warning line at start."""
+    path = tmp_path / "key"
+    path.write_text(f"xfr-key:{b64(20)}")
+    process = subprocess.Popen(
+        [*serve_argv(path)], stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    killer = threading.Timer(60, process.kill)  # a start that never comes ends the reads
+    killer.start()
+    try:
+        assert process.stderr is not None
+        lines = []
+        for _ in range(50):  # the warning comes before the first answer; bounded anyway
+            line = process.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "serving DNS on" in line:
+                break
+        assert process.poll() is None, lines  # still running: the key is usable
+        warned = [line for line in lines if "WARNING" in line and "20 bytes" in line]
+        assert len(warned) == 1, lines
+    finally:
+        killer.cancel()
+        process.terminate()
+        process.wait(30)
