@@ -477,6 +477,25 @@ def _change_cost_section(path: Path, result: Result, root: Path) -> list[str]:
     return lines
 
 
+def _observe_cost_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    lines = [*_facts(path, result, root),
+             f"- clusterset-dns, 1 worker, dnsperf at full speed on the `{d['mix']}` mix "
+             f"({d['nx_share']:.0%} NXDOMAIN), {d['rounds']} round(s) of every variant in "
+             "turn; ratios to `off` of the same round (median of the rounds)", "",
+             "| variant | flags | answers/s | CPU s per 100k answers | CPU vs off | "
+             "answers/s vs off |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in d["rows"]:
+        qps = f"{_median(r['qps']):,.0f}" if r["qps"] else "-"
+        cpu = f"{_median(r['cpu_s_per_100k']):.3f}" if r["cpu_s_per_100k"] else "-"
+        ratio = f"{r['cpu_ratio']:.3f}" if r["cpu_ratio"] is not None else "-"
+        qratio = f"{r['qps_ratio']:.3f}" if r["qps_ratio"] is not None else "-"
+        flags = f"`{r['args']}`" if r["args"] else "(defaults)"
+        lines.append(f"| {r['key']}: {r['variant']} | {flags} | {qps} | {cpu} | {ratio} | "
+                     f"{qratio} |")
+    return lines
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -494,6 +513,8 @@ SECTIONS = (
      "python bench/fat_objects.py", _fat_objects_section),
     ("change_cost", "What one change costs", "python bench/change_cost.py",
      _change_cost_section),
+    ("observe_cost", "What the query log and the duration histogram cost",
+     "python bench/observe_cost.py --rounds 3", _observe_cost_section),
 )
 
 

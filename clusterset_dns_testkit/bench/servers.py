@@ -119,9 +119,11 @@ def wait_until(srv: Server, timeout: float, ready_url: str | None = None) -> Non
     raise RuntimeError(f"{srv.label} not answering after {timeout:.0f} s:\n{srv.log_tail()}")
 
 
-def start_ours(ctx: Context, workers: int, udp_io: str = "auto") -> Server:
+def start_ours(ctx: Context, workers: int, udp_io: str = "auto", extra: tuple[str, ...] = (),
+               tag: str = "") -> Server:
     """clusterset-dns on the bench data; ``udp_io`` picks the UDP path (``plain``: one
-    recvfrom/sendto per datagram, the fallback where recvmmsg/sendmmsg are missing)."""
+    recvfrom/sendto per datagram, the fallback where recvmmsg/sendmmsg are missing);
+    ``extra``: more flags (a variant, named ``tag``)."""
     port, rport = free_port(), free_port()
     cores = SERVER_CORE if workers == 1 else SERVER_CORES_2
     cmd = ["taskset", "-c", cores, *ctx.ours_cmd, "serve",
@@ -133,11 +135,14 @@ def start_ours(ctx: Context, workers: int, udp_io: str = "auto") -> Server:
            "--workers", str(workers),
            "--udp-io", udp_io,
            "--ttl", str(ctx.args.ttl),
-           "--lameduck", "0"]  # no lame-duck wait when a run stops it
+           "--lameduck", "0",  # no lame-duck wait when a run stops it
+           *extra]
     label = f"clusterset-dns, {workers} worker{'s' if workers > 1 else ''}"
     if udp_io != "auto":
         label += f", {udp_io} UDP"
-    logfile = ctx.tmp / f"ours-{workers}-{udp_io}.log"
+    if tag:
+        label += f", {tag}"
+    logfile = ctx.tmp / f"ours-{workers}-{udp_io}{'-' + tag if tag else ''}.log"
     srv = Server(label, spawn(cmd, logfile), port, cores, logfile, version=ours_version(ctx))
     if workers > 1:
         srv.notes.append(f"{workers} workers pinned to cores {cores}: they share core "
