@@ -11,10 +11,11 @@ journal or database there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -111,6 +112,17 @@ class Daemon:
         self.dir = work_dir(f"{self.program_name}-")
         self.log_path = self.dir / f"{self.program_name}.log"
         self.proc: Proc | None = None
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        """Around a launcher's set-up: on any failure (a tool that fails, a wait that
+        times out) the program is stopped and its directory removed before the error
+        goes on, as no caller holds the half-made object to stop it."""
+        try:
+            yield
+        except BaseException:
+            self.stop()
+            raise
 
     def run(self, argv: Sequence[str | os.PathLike[str]]) -> None:
         self.log_path.touch()

@@ -49,8 +49,9 @@ stub-zone:
     stub-addr: {HOST}@{upstream_port}
 """
         (self.dir / "unbound.conf").write_text(conf)
-        self.run([unbound, "-d", "-c", self.dir / "unbound.conf"])
-        self.wait_answering()
+        with self.starting():
+            self.run([unbound, "-d", "-c", self.dir / "unbound.conf"])
+            self.wait_answering()
 
 
 class DnsmasqResolver(Daemon):
@@ -76,8 +77,9 @@ log-facility=-
 pid-file=
 """
         (self.dir / "dnsmasq.conf").write_text(conf)
-        self.run([dnsmasq, "--keep-in-foreground", f"--conf-file={self.dir}/dnsmasq.conf"])
-        self.wait_answering()
+        with self.starting():
+            self.run([dnsmasq, "--keep-in-foreground", f"--conf-file={self.dir}/dnsmasq.conf"])
+            self.wait_answering()
 
 
 class BindForwarder(Daemon):
@@ -113,5 +115,6 @@ zone "{ZONE}" {{
 }};
 """
         (self.dir / "named.conf").write_text(conf)
-        self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
-        self.wait(lambda: "running" in self.log_text(), "named to start")
+        with self.starting():
+            self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
+            self.wait(lambda: "running" in self.log_text(), "named to start")

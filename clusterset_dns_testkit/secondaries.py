@@ -76,8 +76,9 @@ controls {{ }};
 }};
 """
         (self.dir / "named.conf").write_text(conf)
-        self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
-        self.wait(lambda: "running" in self.log_text(), "named to start")
+        with self.starting():
+            self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
+            self.wait(lambda: "running" in self.log_text(), "named to start")
 
 
 class NsdSecondary(Daemon):
@@ -166,9 +167,11 @@ loglevel=6
         if key is not None:
             steps += [["import-tsig-key", key[0], "hmac-sha256", key[1]],
                       ["activate-tsig-key", ZONE, key[0], "secondary"]]
-        for step in steps:
-            done = subprocess.run(unprivileged([pdnsutil, f"--config-dir={self.dir}", *step]),
-                                  capture_output=True, text=True, timeout=60, check=False)
-            if done.returncode != 0:
-                raise PeerError(f"pdnsutil {' '.join(step)}: {done.stdout}{done.stderr}")
-        self.run([pdns, f"--config-dir={self.dir}"])
+        with self.starting():
+            for step in steps:
+                done = subprocess.run(
+                    unprivileged([pdnsutil, f"--config-dir={self.dir}", *step]),
+                    capture_output=True, text=True, timeout=60, check=False)
+                if done.returncode != 0:
+                    raise PeerError(f"pdnsutil {' '.join(step)}: {done.stdout}{done.stderr}")
+            self.run([pdns, f"--config-dir={self.dir}"])

@@ -7,7 +7,10 @@ server counts no second query), and completes an answer larger than 1232 bytes (
 
 from __future__ import annotations
 
+import socket
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import dns.flags
 import dns.message
@@ -15,8 +18,10 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
+from clusterset_dns_testkit import peers
 from clusterset_dns_testkit.daemon import Daemon, ask
 from clusterset_dns_testkit.dnsserver import ServerProcess
+from clusterset_dns_testkit.peers import PeerError
 from clusterset_dns_testkit.resolvers import BindForwarder, DnsmasqResolver, UnboundResolver
 from clusterset_dns_testkit.secondaries import bind_default_max_records
 
@@ -128,3 +133,19 @@ def test_bind_forwarder_default_limit_fails_a_headless_service_over_100_endpoint
         expected = "NOERROR" if default is None or default >= BIG else "SERVFAIL"
         assert dns.rcode.to_text(reply.rcode()) == expected
         assert bind.ask(f"web.demo.svc.{ZONE}", "A", recurse=True).answer
+
+
+def test_a_launcher_that_fails_leaves_no_process_and_no_directory(
+        ours: ServerProcess) -> None:
+    """dnsmasq on a port someone holds exits at once: the launcher's error names it,
+    and nothing of it is left (the caller never got an object to stop)."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("127.0.0.1", 0))
+    dirs = set(Path(tempfile.gettempdir()).glob("dnsmasq-*"))
+    try:
+        with pytest.raises(PeerError, match="dnsmasq"):
+            DnsmasqResolver(ours.port, port=taken.getsockname()[1])
+    finally:
+        taken.close()
+    assert not [proc for proc in peers._live if proc.name == "dnsmasq"]
+    assert set(Path(tempfile.gettempdir()).glob("dnsmasq-*")) <= dirs
