@@ -98,7 +98,7 @@ def test_secondary_loads_follows_notify_by_ixfr_and_answers_as_we_do(
         before = _serial(srv)
         address = f"10.60.{list(STARTERS).index(which) + 1}.1"
         write_atomically(primary.objects / "change.yaml", headless("change", [address]))
-        after = wait_for(lambda: (s := _serial(srv)) != before and s, 10, "our new serial")
+        after = wait_for(lambda: (s := _serial(srv)) != before and s, 30, "our new serial")
         # The SOA's refresh is 7200 s: only our NOTIFY brings the secondary here.
         peer.wait_serial(after)
         assert srv.metric("clusterset_dns_notify_total", result="acknowledged") > acknowledged
