@@ -394,3 +394,105 @@ def test_a_flood_of_client_sizes_keeps_the_forms_bounded() -> None:
         reply = ask(handler, query(name, "A", edns=0, payload=payload))
         check_cut(reply, full, max(512, min(payload, DEFAULT_UDP_CAP)))
         assert handler.zone.cut_forms.used <= budget
+
+
+# -- exact fits: the byte that fits, and the one that does not ------------------------------------
+
+Q = "s.prod.svc.clusterset.local."
+T = "prod.svc.clusterset.local."  # the targets' suffix
+
+
+def _zone_answer(lines: list[str]) -> tuple[bytes, wire.Answer]:
+    """An SRV answer to ``Q`` from zone-file records: the SRV ones are the answer (in
+    the order given), the address ones its glue (dnspython writes and compresses them)."""
+    msg = dns.message.make_response(dns.message.make_query(Q, "SRV"))
+    for line in lines:
+        rrset = dns.rrset.from_text(*line.split(maxsplit=4))
+        (msg.answer if rrset.rdtype == dns.rdatatype.SRV else msg.additional).append(rrset)
+    data = msg.to_wire(want_shuffle=False)
+    key = data[12 : 12 + len(dns.name.from_text(Q).to_wire()) + 4]
+    body = data[12 + len(key):]
+    records = sum(len(r) for r in msg.answer)
+    glue_at = 0
+    for _ in range(records):
+        walked = wire.skip_rr(body, glue_at)
+        assert walked is not None
+        glue_at = walked[3]
+    glue = sum(len(r) for r in msg.additional)
+    return key, wire.WithAdditional(wire.heads(0, records, 0, glue), body, 0, glue_at)
+
+
+def _srv_size(line: str) -> int:
+    """An SRV record's bytes in a cut: owner pointer, type to rdlength, priority, weight,
+    port, the target written out."""
+    return 2 + 10 + 6 + len(dns.name.from_text(line.split()[-1]).to_wire())
+
+
+def _kept(lines: list[str], room: int) -> list[str]:
+    """The records (zone-file owner and data) a cut of rotation 0 keeps in ``room``."""
+    key, answer = _zone_answer(lines)
+    form = truncate.srv_cuts(key, answer, truncate.Rotation()).form(0, room, 12 + len(key))
+    if form is None:
+        return []
+    reply = decode(b"\x00\x00" + form[0][0] + key + form[1])
+    return [" ".join(line.split()[i] for i in (0, 3, 4, 5, 6, 7) if i < len(line.split()))
+            for line in reply.answer + reply.additional]
+
+
+SHORT = f"{Q} 5 IN SRV 0 1 80 a.{T}"
+LONG = f"{Q} 5 IN SRV 1 1 80 {'b' * 40}.{T}"
+LATER = f"{Q} 5 IN SRV 2 1 80 c.{T}"
+GLUE_A = f"a.{T} 5 IN A 10.0.0.1"
+GLUE_B = f"{'b' * 40}.{T} 5 IN A 10.0.0.2"
+A_16 = 2 + 10 + 4  # a glue A record: a pointer to its target, then type to address
+
+# (what, zone-file records, room in bytes, the records kept: owner, type and data)
+EXACT = [
+    ("the glue fits to the byte", [SHORT, GLUE_A], _srv_size(SHORT) + A_16,
+     [f"{Q} SRV 0 1 80 a.{T}", f"a.{T} A 10.0.0.1"]),
+    ("the glue a byte short: the record without it", [SHORT, GLUE_A],
+     _srv_size(SHORT) + A_16 - 1, [f"{Q} SRV 0 1 80 a.{T}"]),
+    ("two records to the byte", [SHORT, LONG], _srv_size(SHORT) + _srv_size(LONG),
+     [f"{Q} SRV 0 1 80 a.{T}", f"{Q} SRV 1 1 80 {'b' * 40}.{T}"]),
+    ("a byte short of the second", [SHORT, LONG], _srv_size(SHORT) + _srv_size(LONG) - 1,
+     [f"{Q} SRV 0 1 80 a.{T}"]),
+    # the order listed is kept: a later, shorter record never jumps a longer one that
+    # did not fit, though it would fit in what is left
+    ("a later shorter record after one that did not fit", [SHORT, LONG, LATER],
+     _srv_size(SHORT) + _srv_size(LATER), [f"{Q} SRV 0 1 80 a.{T}"]),
+    ("the glue of the first kept, not of the one cut", [SHORT, LONG, GLUE_A, GLUE_B],
+     _srv_size(SHORT) + _srv_size(LONG) + A_16, [f"{Q} SRV 0 1 80 a.{T}",
+                                                 f"{Q} SRV 1 1 80 {'b' * 40}.{T}",
+                                                 f"a.{T} A 10.0.0.1"]),
+    ("not even the first record", [LONG, SHORT], _srv_size(LONG) - 1, []),
+]
+
+
+@pytest.mark.parametrize(("what", "lines", "room", "kept"), EXACT, ids=[c[0] for c in EXACT])
+def test_a_cut_keeps_exactly_what_fits(what: str, lines: list[str], room: int,
+                                       kept: list[str]) -> None:
+    assert [k.lower() for k in _kept(lines, room)] == [k.lower() for k in kept]
+
+
+# An A answer of 29 records (16 bytes each, 464) to a 33-byte question: 509 bytes
+# without EDNS (whole, no TC), 520 with the OPT record of a 512-byte EDNS client: cut.
+WINDOW = f"w.prod.{Z}"
+
+
+def test_an_answer_between_512_and_512_less_the_opt_record() -> None:
+    ips = [f"10.5.0.{i + 1}" for i in range(29)]
+    cache = build_cache([service_import("w", type_="Headless", ports=HTTP)],
+                        [endpoint_slice("w-a", "w", cluster="east", ports=HTTP,
+                                        endpoints=[endpoint(ip) for ip in ips])])
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    plain = ask(handler, query(WINDOW, "A"))
+    assert len(plain.wire) == 12 + 33 + 29 * 16 == 509
+    assert not plain.has(dns.flags.TC) and sorted(addresses(plain)) == sorted(ips)
+    full = ask(handler, query(WINDOW, "A", edns=0, payload=512), tcp=True)
+    cut = ask(handler, query(WINDOW, "A", edns=0, payload=512))
+    assert cut.has(dns.flags.TC) and len(cut.answer) == (512 - 12 - 33 - 11) // 16 == 28
+    check_cut(cut, full, 512)
+    # the bound itself: an answer section that fits with the OPT record needs no cut
+    assert not truncate.needs_cuts(33, 512 - 12 - 11 - 33, 29)
+    assert truncate.needs_cuts(33, 512 - 12 - 11 - 33 + 1, 29)
+    assert not truncate.needs_cuts(33, 10_000, 1)  # one record: nothing to cut
