@@ -138,10 +138,18 @@ def test_consecutive_truncated_answers_rotate() -> None:
 
 
 def test_answers_within_a_second_keep_their_order() -> None:
+    """From the second's first instant to its last, one order; the next second's is
+    another (the clock is the rotation's seam, set by hand)."""
     handler = fresh()
-    clock_at(handler, 7.25)
-    seen = {tuple(addresses(ask(handler, query(BIG, "A", qid=i)))) for i in range(5)}
+    now = [7.0]
+    clock_at(handler, lambda: now[0])
+    seen = set()
+    for i, when in enumerate((7.0, 7.25, 7.5, 7.999999)):
+        now[0] = when
+        seen.add(tuple(addresses(ask(handler, query(BIG, "A", qid=i)))))
     assert len(seen) == 1
+    now[0] = 8.0
+    assert tuple(addresses(ask(handler, query(BIG, "A", qid=9)))) not in seen
 
 
 def test_every_process_hands_out_the_same_order_at_the_same_second() -> None:
