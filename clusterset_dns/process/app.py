@@ -106,7 +106,8 @@ def answer_observer(config: Config, stats: Stats, tap: Tap | None = None) -> Obs
     query_log = None
     if config.query_log != "off":
         # The rate is the server's: each of the processes answering gets its share.
-        query_log = QueryLog(config.query_log, config.query_log_rate / config.workers, stats)
+        query_log = QueryLog(config.query_log, config.query_log_rate / config.workers,
+                             stats).observe
     return fan_out([query_log, tap.observe if tap is not None else None])
 
 

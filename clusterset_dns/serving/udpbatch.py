@@ -359,58 +359,60 @@ class BatchReader:
         started = time.perf_counter_ns()
         handle, slots, sender, fast = self.handle, self.slots, self.sender, self.fast
         recall, counts = self.recall, self.counts
-        seen: list[tuple[int, bytes, bytes | None]] = []
-        for i, size in enumerate(self.rx32[_LEN:_MMSG32 * count:_MMSG32].tolist()):
-            query = slots[i][:size].tobytes()
-            rest = query[2:]
-            response: bytes | None
-            hit = recall(rest)
-            if hit is not None:
-                counts[hit[1]] += 1
-                response = query[:2] + hit[0]
-            elif (tail := fast(rest, False)) is not None:
-                response = query[:2] + tail
-            else:
-                self.current = i
-                response = handle(query, False, sender)
-                if response is not None and (type(response) is not bytes or len(response) < 2):
-                    response = None  # a bug: costs this answer only (as in _answer)
-            seen.append((i, query, response))
-        self._send_whole([(i, r) for i, _, r in seen if r is not None])
-        addresses, names, size = self.addresses, self.names_view, ADDR_SIZE
-        for i, query, response in seen:
-            raw = names[i * size : (i + 1) * size].tobytes()
-            peer = addresses.get(raw)
+        iov64, tx64, name_at = self.txiov64, self.tx64, self.name_at
+        offset = _DATA_OFFSET
+        assert offset is not None
+        queries: list[bytes] = []
+        responses: list[bytes | None] = []
+        j = 0
+        moved = False
+        try:
+            for i, size in enumerate(self.rx32[_LEN:_MMSG32 * count:_MMSG32].tolist()):
+                query = slots[i][:size].tobytes()
+                rest = query[2:]
+                response: bytes | None
+                hit = recall(rest)
+                if hit is not None:
+                    counts[hit[1]] += 1
+                    response = query[:2] + hit[0]
+                elif (tail := fast(rest, False)) is not None:
+                    response = query[:2] + tail
+                else:
+                    self.current = i
+                    response = handle(query, False, sender)
+                    if response is not None and (type(response) is not bytes
+                                                 or len(response) < 2):
+                        response = None  # a bug: costs this answer only (as in _answer)
+                queries.append(query)
+                responses.append(response)
+                if response is None:
+                    continue
+                slots[j][:2] = response[:2]  # slot j's query was copied: free to reuse
+                if j != i:
+                    moved = True
+                    tx64[_NAME + _MMSG64 * j] = name_at[i]
+                iov64[_BASE2 + _IOV2 * j] = id(response) + offset + 2
+                iov64[_LEN2 + _IOV2 * j] = len(response) - 2
+                j += 1
+            if j:
+                self._send(j)
+        finally:
+            if moved:
+                for k in range(j):
+                    tx64[_NAME + _MMSG64 * k] = name_at[k]
+        addresses, size = self.addresses, ADDR_SIZE
+        raw = self.names_view[: count * size].tobytes()
+        for i, query in enumerate(queries):
+            key = raw[i * size : (i + 1) * size]
+            peer = addresses.get(key)
             if peer is None:
                 if len(addresses) >= MAX_ADDRESSES:
                     addresses.clear()
-                peer = addresses[raw] = self._address(i)
+                peer = addresses[key] = self._address(i)
             try:
-                observe(query, response, False, peer, started)
+                observe(query, responses[i], False, peer, started)
             except Exception:
                 failed()
-
-    def _send_whole(self, replies: list[tuple[int, bytes]]) -> None:
-        """Sends whole responses (ID included), reply j to datagram ``replies[j][0]``'s
-        sender, in one ``sendmmsg``."""
-        offset = _DATA_OFFSET
-        assert offset is not None
-        slots, iov64, tx64 = self.slots, self.txiov64, self.tx64
-        moved = False
-        try:
-            for j, (i, response) in enumerate(replies):
-                slots[j][:2] = response[:2]
-                if j != i:
-                    moved = True
-                    tx64[_NAME + _MMSG64 * j] = self.name_at[i]
-                iov64[_BASE2 + _IOV2 * j] = id(response) + offset + 2
-                iov64[_LEN2 + _IOV2 * j] = len(response) - 2
-            if replies:
-                self._send(len(replies))
-        finally:
-            if moved:
-                for k in range(len(replies)):
-                    tx64[_NAME + _MMSG64 * k] = self.name_at[k]
 
     def _address(self, i: int) -> Address:
         """Datagram ``i``'s sender as the socket module gives it: (host, port[, ...])."""
