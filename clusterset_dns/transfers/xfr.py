@@ -58,7 +58,7 @@ MAX_SOURCES = 4096
 MIN_RECORD = 12  # the smallest record a transfer sends: a pointer, the fixed part, no rdata
 Item = rrs.Record | Snapshot  # what a transfer sends: a record, or a zone's records
 _QTYPES = {wire.AXFR: "axfr", wire.IXFR: "ixfr"}
-_QR, _AA = 0x8000, 0x0400
+_QR, _AA, _TC = 0x8000, 0x0400, 0x0200
 
 
 class Sender(Protocol):
@@ -505,24 +505,32 @@ class Transfers:
         if diffs is None:
             # AXFR form: only a zone of a few records could fit (never a snapshot here).
             if len(self.zone.answers) * MIN_RECORD > room:
-                return self._udp_truncated()
+                return self._udp_truncated(query)
             records = [soa, *zonedata.take(self.zone).records(), soa]
         elif not diffs:
             records = [soa]
         else:
             if sum(len(d.removed) + len(d.added) + 2 for d in diffs) * MIN_RECORD > room:
-                return self._udp_truncated()
+                return self._udp_truncated(query)
             records = [soa, *_ixfr_body(soa, diffs), soa]
         messages = [m for m in self._messages(query, records, room) if m]
         if len(messages) != 1 or len(messages[0]) > limit:
-            return self._udp_truncated()
+            return self._udp_truncated(query)
         result = "full" if diffs is None else "incremental" if diffs else "uptodate"
         self.counts.add("ixfr", result)
         return messages[0]
 
-    def _udp_truncated(self) -> bytes | None:
+    def _udp_truncated(self, query: dns.message.Message) -> bytes | None:
+        """None (the handler answers TC); for a signed query TC signed here: RFC 8945
+        5.3 signs the answer to a verified request, and a client that expects a TSIG
+        drops an unsigned one, so it would never learn to ask again over TCP."""
         self.counts.add("ixfr", "udp-truncated")
-        return None
+        if not query.had_tsig:
+            return None
+        flags = _QR | _AA | _TC | (query.flags & (dns.flags.RD | dns.flags.CD))
+        message = (struct.pack("!HH", query.id, flags) + wire.COUNTS.pack(1, 0, 0, 0)
+                   + _question(query))
+        return self._sign(message, query, None)[0]
 
     # -- TCP -----------------------------------------------------------------------------
 
@@ -616,10 +624,7 @@ class Transfers:
         flags = _QR | _AA | (query.flags & dns.flags.RD)
         if not limit:
             limit = MAX_MESSAGE - (TSIG_ROOM if self.key is not None else 0)
-        q = query.question[0]
-        # The question as asked (its case kept), in the first message.
-        question = bytes(q.name.to_wire() or b"") + struct.pack("!HH", q.rdtype, q.rdclass)
-        writer = MessageWriter(struct.pack("!HH", query.id, flags), question, limit)
+        writer = MessageWriter(struct.pack("!HH", query.id, flags), _question(query), limit)
         ctx: Any = None
         for count, record in enumerate(records, 1):
             if isinstance(record, Snapshot):
@@ -653,6 +658,12 @@ class Transfers:
                   + rdata)
         arcount = struct.unpack_from("!H", message, 10)[0] + 1
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record, ctx
+
+
+def _question(query: dns.message.Message) -> bytes:
+    """The question as asked (its case kept), for the first message of the answer."""
+    q = query.question[0]
+    return bytes(q.name.to_wire() or b"") + struct.pack("!HH", q.rdtype, q.rdclass)
 
 
 def _newer(client: int, ours: int) -> bool:

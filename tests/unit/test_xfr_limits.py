@@ -437,3 +437,25 @@ def test_a_tsig_record_not_last_is_formerr() -> None:
     swapped = head + tsig + opt
     assert tsig_of(answer(handler, swapped, True))[0] == dns.rcode.FORMERR
     assert handler_module.TSIG == dns.rdatatype.TSIG
+
+
+@pytest.mark.parametrize("edns", [False, True])
+def test_a_signed_udp_ixfr_that_does_not_fit_gets_a_signed_tc(edns: bool) -> None:
+    """RFC 8945 5.3/5.4: dnspython with the keyring accepts the TC (it verifies the MAC
+    against the query's) and so learns to ask again over TCP. Before: an unsigned TC,
+    which such a client rejects (dnspython raises)."""
+    cache, journal = big_cache()
+    transfers = transfers_for(cache, journal, KEY, limit=Unlimited())
+    handler = Handler(cache.zone, 1232, udp_transfer=transfers.udp, signer=transfers)
+    query = ixfr_query(12345) if edns else dns.message.make_query(ZONE, "IXFR")
+    if not edns:
+        query.authority.append(dns.rrset.from_text(ZONE + ".", 0, "IN", "SOA",
+                                                   ". . 12345 0 0 0 0"))
+    query.use_tsig({KEY.name: KEY}, keyname=KEY.name)
+    response = handler.handle(query.to_wire(), False, loopback)
+    assert response
+    reply = dns.message.from_wire(response, keyring={KEY.name: KEY}, request_mac=query.mac)
+    assert reply.had_tsig and reply.tsig[0].error == 0
+    assert reply.flags & dns.flags.TC and not reply.answer and reply.id == query.id
+    assert reply.question == query.question
+    assert transfers.counts.by[("ixfr", "udp-truncated")] == 1

@@ -204,6 +204,23 @@ def test_a_signed_query_that_is_not_a_transfer_gets_a_signed_answer(
     assert reply.had_tsig
 
 
+def test_a_signed_udp_ixfr_too_big_gets_a_signed_tc_and_tcp_works(
+        signed_server: ServerProcess) -> None:
+    """RFC 8945 5.3/5.4: dnspython with the keyring accepts the TC and asks again over
+    TCP (before: an unsigned TC, which it rejects with FormError, so never retries)."""
+    srv = signed_server
+    keyring = dns.tsigkeyring.from_text({"xfr-key": ("hmac-sha256", SECRET)})
+    query = dns.message.make_query(ZONE, "IXFR")
+    query.authority.append(dns.rrset.from_text(ZONE + ".", 0, "IN", "SOA", ". . 1 0 0 0 0"))
+    query.use_tsig(keyring, keyname="xfr-key")
+    reply = dns.query.udp(query, srv.host, port=srv.port, timeout=5)  # verifies the MAC
+    assert reply.had_tsig and reply.flags & dns.flags.TC and not reply.answer
+    messages = list(dns.query.xfr(srv.host, ZONE, rdtype=dns.rdatatype.IXFR, serial=1,
+                                  port=srv.port, keyring=keyring, keyname="xfr-key",
+                                  timeout=10, relativize=False))
+    assert answer_lines(messages)[0].split()[3] == "SOA" and len(answer_lines(messages)) > 2
+
+
 @pytest.mark.parametrize("algorithm", ["hmac-sha512", "hmac-sha1"])
 @pytest.mark.parametrize("rdtype,tcp", [("SOA", False), ("SOA", True), ("AXFR", True)])
 def test_our_key_name_with_another_algorithm_is_badkey(signed_server: ServerProcess,
