@@ -6,6 +6,7 @@ a Headless service of 120 endpoints). BIND refuses that service's RRsets unless 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,9 @@ def test_secondary_loads_follows_notify_by_ixfr_and_answers_as_we_do(
         # The SOA's refresh is 7200 s: only our NOTIFY brings the secondary here.
         peer.wait_serial(after)
         assert srv.metric("clusterset_dns_notify_total", result="acknowledged") > acknowledged
+        if which == "bind":  # our NOTIFY carries the SOA (RFC 1996 3.7), read by BIND
+            assert re.search(rf"notify from [^ ]+: serial {after}\b", peer.log_text())
+            assert "no serial" not in peer.log_text()
         assert srv.metric("clusterset_dns_transfers_total", type="ixfr",
                           result="incremental") > incremental, peer.log_text()[-3000:]
         assert peer.ask(f"change.demo.svc.{ZONE}", "A").answer[0][0].to_text() == address
