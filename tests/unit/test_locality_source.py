@@ -17,6 +17,7 @@ from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import locality
 from clusterset_dns.sources.kube import ApiError, KubeError
 from clusterset_dns.zone.cache import Op, SetClusterId, SetTopologyZone
+from clusterset_dns_testkit.objects import cluster_property
 
 from .fakeclock import FakeClock
 
@@ -48,15 +49,16 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def run_for(coro: Any, clock: FakeClock, count: int) -> None:
+def run_for(coro: Any, clock: FakeClock, count: int, turns: int = 1) -> None:
     """Runs ``coro`` until it has slept ``count`` times (each sleep ends once the work
-    that is ready has run), then cancels it."""
+    that is ready has run: ``turns`` turns of the loop), then cancels it."""
     async def main() -> None:
         task = asyncio.ensure_future(coro)
         for _ in range(10_000):
             if len(clock.sleeps) >= count or task.done():
                 break
-            await asyncio.sleep(0)
+            for _ in range(turns):
+                await asyncio.sleep(0)
             clock.jump()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -152,3 +154,69 @@ def test_a_bug_in_discovery_does_not_stop_the_source(
     assert len(clock.sleeps) >= 2 and client.gets.count("/apis/about.k8s.io") >= 2
     assert "a bug; please report it" in caplog.text
     assert applied == []
+
+
+class Served(Script):
+    """Also lists (any parameters) and watches: every watch fails with ``gone``."""
+
+    def __init__(self, answers: Mapping[str, list[Any]], gone: BaseException) -> None:
+        super().__init__(answers)
+        self.gone = gone
+        self.streams = 0
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None,
+                  timeout: float = 30, **_: Any) -> Any:
+        return await super().get(path, params, timeout)
+
+    def stream(self, path: str, params: Mapping[str, Any]) -> Any:
+        self.streams += 1
+
+        async def events() -> Any:
+            raise self.gone
+            yield  # an async generator that fails at its first read
+
+        return events()
+
+
+PROPERTIES = "/apis/about.k8s.io/v1beta1/clusterproperties"
+PROPERTY_LIST = {"kind": "ClusterPropertyList", "metadata": {"resourceVersion": "7"},
+                 "items": [{**cluster_property("east"),
+                            "metadata": {"name": "cluster.clusterset.k8s.io",
+                                         "resourceVersion": "7"}}]}
+
+
+def test_the_cluster_property_api_going_away_clears_the_cluster_id(clock: FakeClock) -> None:
+    """Listed (the id is east), then the CRD is deleted: the watch gets 404, the id is
+    unknown again (every cluster's endpoints), and the API is looked for again."""
+    applied: list[list[Op]] = []
+    client = Served({"/apis/about.k8s.io": [GROUP, ApiError(404, "gone")],
+                     "/apis/about.k8s.io/v1beta1": [RESOURCES],
+                     PROPERTIES: [PROPERTY_LIST]}, ApiError(404, "the server could not find "
+                                                          "the requested resource"))
+    source = locality.Locality(Config(), applied.append, Metrics(), clock)
+    run_for(source.run(client), clock, 3, turns=50)  # the watch fails before it is silent
+    ids = [op for ops in applied for op in ops if isinstance(op, SetClusterId)]
+    assert ids == [SetClusterId("east"), SetClusterId(None)]
+    assert client.streams == 1
+    assert client.gets.count("/apis/about.k8s.io") >= 2  # looked for again
+    assert locality.DISCOVER_INTERVAL in clock.sleeps
+
+
+def test_a_nodes_zone_label_changing_at_run_time_is_applied(clock: FakeClock) -> None:
+    """Each re-read that finds another zone applies it (the label removed: unknown); a
+    re-read that finds the same, or fails, applies nothing and waits the recheck."""
+    def node(zone: str | None) -> dict[str, Any]:
+        labels = {} if zone is None else {"topology.kubernetes.io/zone": zone}
+        return {"metadata": {"name": "n1", "labels": labels}}
+
+    applied: list[list[Op]] = []
+    client = Script({"/api/v1/nodes/n1": [node("zone-a"), node("zone-a"),
+                                          KubeError("connection refused"), node("zone-b"),
+                                          node(None), node(None)]})
+    source = locality.Locality(Config(cluster_id="east", topology_zone_from_node="n1"),
+                               applied.append, Metrics(), clock)
+    run_for(source.run(client), clock, 6)
+    assert applied == [[SetTopologyZone("zone-a")], [SetTopologyZone("zone-b")],
+                       [SetTopologyZone(None)]]
+    assert clock.sleeps[:6] == [locality.NODE_RECHECK] * 6  # a failure after the first
+    # read keeps the zone and waits the usual recheck
