@@ -181,11 +181,14 @@ class Sink:
     their clock."""
 
     def __init__(self, cache: Cache, pool: workers.WorkerPool, meters: metrics.Metrics,
-                 on_serial: Callable[[], None] = lambda: None) -> None:
+                 on_serial: Callable[[], None] = lambda: None,
+                 on_synced: Callable[[], None] = lambda: None) -> None:
+        """``on_synced``: called once, when the cache is first synced."""
         self.cache = cache
         self.pool = pool
         self.metrics = meters
         self.on_serial = on_serial
+        self.on_synced = on_synced
         self.clock = cache.clock
         self.synced = asyncio.Event()
         # The start-up window (see serve): the cyclic collector is off, and the first
@@ -253,6 +256,8 @@ class Sink:
         first_sync = self.cache.zone.synced and not self.synced.is_set()
         if applied.rebuilt >= BULK or first_sync:
             release_memory(collect=not (first_sync and self.starting))
+        if first_sync:
+            self.on_synced()
         if self.cache.zone.synced:
             self.synced.set()
 
@@ -318,9 +323,10 @@ class Server:
             config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
             lambda reason: meters.worker_restarts.labels(reason).inc())
         journal = state.journal
+        self.largest = collector.Largest(cache)
         meters.registry.register(collector.ServerCollector(
             cache, state.handler.stats, pool.stats, lambda: len(pool.missing()),
-            lambda: journal.records if journal is not None else 0))
+            lambda: journal.records if journal is not None else 0, self.largest))
         self.notifier = None
         if config.notify:
             from clusterset_dns.transfers.notify import Notifier  # dnspython: only when used
@@ -334,7 +340,9 @@ class Server:
                                      state.transfers.key if state.transfers else None,
                                      lambda result: meters.notifies.labels(result).inc())
         self.sink = Sink(cache, pool, meters,
-                         self.notifier.changed if self.notifier else lambda: None)
+                         self.notifier.changed if self.notifier else lambda: None,
+                         (lambda: collector.warn_large_rrsets(cache)) if config.allow_transfer
+                         else lambda: None)
         self.dns = state.server(config, reuse_port=config.workers > 1)
         self.http = HTTPEndpoints(on_evict=meters.http_evicted.inc)
         self.stopping = False  # a stop signal ended the main loop: /ready says 503
@@ -375,7 +383,7 @@ class Server:
 
             try:
                 result = explain.explain(cache, params.get("name", ""),
-                                         params.get("type", "A"))
+                                         params.get("type", "A"), self.largest.get())
             except explain.ExplainError as exc:
                 return 400, "application/json", json.dumps({"error": str(exc)}).encode() + b"\n"
             return 200, "application/json", json.dumps(result, indent=1).encode() + b"\n"

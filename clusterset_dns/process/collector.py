@@ -3,6 +3,8 @@ and the cache's state into metric families when /metrics is read."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import (
@@ -15,7 +17,52 @@ from prometheus_client.registry import Collector
 from clusterset_dns.base.metrics import RCODES
 from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.stats import Stats
+from clusterset_dns.zone import rrs
 from clusterset_dns.zone.cache import NO_ENDPOINT, REJECTED, SERVED, Cache
+
+log = logging.getLogger(__name__)
+
+# BIND 9.18.28 and later refuse a zone with an RRset of more records than this by
+# default (max-records-per-type): the whole transfer fails.
+BIND_MAX_RECORDS_PER_TYPE = 100
+
+
+class Largest:
+    """The largest RRset of the zone (rrs.largest_rrset), worked out again when the
+    serial moved, but no sooner than 100 times what the last reading took (at most
+    ``interval`` seconds): it reads every answer (about 0.1 s at 430,000), which a scrape
+    must not do every time on a large zone that changes all the time. A small zone is
+    read again at once."""
+
+    def __init__(self, cache: Cache, interval: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cache, self.interval, self.clock = cache, interval, clock
+        self.serial: int | None = None
+        self.at = self.wait = 0.0
+        self.found = (0, b"")
+
+    def get(self) -> tuple[int, bytes]:
+        """(records, question key) of the largest RRset; (0, b"") for none."""
+        serial = self.cache.zone.serial
+        if serial != self.serial:
+            start = self.clock()
+            if self.serial is None or start - self.at >= self.wait:
+                self.found = rrs.largest_rrset(self.cache.zone.answers)
+                end = self.clock()
+                self.wait = min(self.interval, 100 * (end - start))
+                self.serial, self.at = serial, end
+        return self.found
+
+
+def warn_large_rrsets(cache: Cache) -> None:
+    """Logs a warning when the zone holds an RRset larger than BIND secondaries take by
+    default (called once, at the first sync, when zone transfers are served)."""
+    count, key = rrs.largest_rrset(cache.zone.answers)
+    if count > BIND_MAX_RECORDS_PER_TYPE:
+        log.warning("the largest RRset served, %s, has %d records: BIND 9.18.28 and later "
+                    "refuse a zone transfer with an RRset of over %d records by default "
+                    "(max-records-per-type); raise that limit on BIND secondaries, see "
+                    "docs/operations.md", rrs.key_text(key), count, BIND_MAX_RECORDS_PER_TYPE)
 
 
 class ServerCollector(Collector):
@@ -24,8 +71,10 @@ class ServerCollector(Collector):
     def __init__(self, cache: Cache, stats: Stats,
                  extra_stats: Callable[[], list[Stats]] = list,
                  workers_missing: Callable[[], int] = lambda: 0,
-                 journal_records: Callable[[], int] = lambda: 0) -> None:
+                 journal_records: Callable[[], int] = lambda: 0,
+                 largest: Largest | None = None) -> None:
         self.journal_records = journal_records
+        self.largest = largest or Largest(cache)
         self.cache = cache
         self.stats = stats
         self.extra_stats = extra_stats
@@ -114,6 +163,10 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily("clusterset_dns_synced", "1 once both resources were listed",
                                 value=1 if zone.synced else 0)
         yield GaugeMetricFamily("clusterset_dns_zone_serial", "SOA serial", value=zone.serial)
+        yield GaugeMetricFamily("clusterset_dns_largest_rrset_records",
+                                "Records of the largest RRset served (BIND secondaries refuse "
+                                "more than 100 by default); after a change of a large zone, "
+                                "up to a minute late", value=self.largest.get()[0])
         yield GaugeMetricFamily("clusterset_dns_unknown_traffic_distribution",
                                 "ServiceImports whose trafficDistribution is not understood "
                                 "(answered without a preference; each logged once)",

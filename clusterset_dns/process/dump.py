@@ -44,4 +44,7 @@ def dump(config: Config, out: TextIO) -> int:
         return 1
     for line in zone_lines(cache):
         out.write(line + "\n")
+    count, key = rrs.largest_rrset(cache.zone.answers)
+    if count:  # a comment: zone-file readers skip it
+        out.write(f"; largest RRset: {rrs.key_text(key)}, {count} records\n")
     return 0

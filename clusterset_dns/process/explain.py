@@ -178,8 +178,11 @@ def _type_text(qtype: int) -> str:
     return next((text for text, number in TYPES.items() if number == qtype), str(qtype))
 
 
-def explain(cache: Cache, name: str, type_text: str = "A") -> dict[str, Any]:
-    """The answer to ``name`` ``type_text`` and why, as JSON-ready data."""
+def explain(cache: Cache, name: str, type_text: str = "A",
+            largest: tuple[int, bytes] | None = None) -> dict[str, Any]:
+    """The answer to ``name`` ``type_text`` and why, as JSON-ready data. ``largest``:
+    the zone's largest RRset as the server last worked it out (rrs.largest_rrset; by
+    default worked out here)."""
     qtype = TYPES.get(type_text.upper())
     if qtype is None:
         raise ExplainError(f"type {type_text!r}: choose from {', '.join(TYPES)}")
@@ -190,6 +193,10 @@ def explain(cache: Cache, name: str, type_text: str = "A") -> dict[str, Any]:
         "zone": {"serial": cache.zone.serial, "synced": cache.zone.synced},
         "service": None,
     }
+    count, biggest = (largest if largest is not None
+                      else rrs.largest_rrset(cache.zone.answers))
+    result["zone"]["largestRRset"] = ({"records": count, "rrset": rrs.key_text(biggest)}
+                                      if count else None)
     key = service_of(cache, name)
     if key is None:
         return result
@@ -221,7 +228,10 @@ def text(result: dict[str, Any]) -> str:
         ede = answer["ede"]
         lines.append(f"  EDE {ede['code']} ({ede['name'] or 'unknown'}): {ede['text']}")
     zone = result["zone"]
-    lines.append(f"zone: serial {zone['serial']}, {'synced' if zone['synced'] else 'NOT synced'}")
+    lines.append(f"zone: serial {zone['serial']}, {'synced' if zone['synced'] else 'NOT synced'}"
+                 + (f"; largest RRset {zone['largestRRset']['rrset']}, "
+                    f"{zone['largestRRset']['records']} records"
+                    if zone.get("largestRRset") else ""))
     service = result["service"]
     if service is None:
         lines.append("no service: the name is not below <svc>.<ns>.svc.<zone>")

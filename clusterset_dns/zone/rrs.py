@@ -109,6 +109,26 @@ def zone_records(answers: Mapping[bytes, wire.Answer]) -> set[Record]:
     return out
 
 
+def largest_rrset(answers: Mapping[bytes, wire.Answer]) -> tuple[int, bytes]:
+    """(records, question key) of the largest RRset the zone serves: the answer with
+    the most answer records (each answer's answer section is one RRset, its owner and
+    type the question's); (0, b"") for none. Reads one header per answer: about 0.1 s
+    for 430,000 answers."""
+    best, best_key = 0, b""
+    for key, answer in answers.items():
+        head = answer.heads[0]
+        count = (head[4] << 8) | head[5]  # ANCOUNT, after the flags and QDCOUNT
+        if count > best:
+            best, best_key = count, key
+    return best, best_key
+
+
+def key_text(key: bytes) -> str:
+    """A question key as text: ``owner TYPE``."""
+    rtype = int.from_bytes(key[-4:-2], "big")
+    return f"{names.wire_to_text(key[:-4])} {_TYPE_TEXT.get(rtype, f'TYPE{rtype}')}"
+
+
 def _strings(rdata: bytes) -> Iterable[str]:
     at = 0
     while at < len(rdata):

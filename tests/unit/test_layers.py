@@ -81,7 +81,7 @@ ALLOWED: dict[str, set[str]] = {
     "process.querylog": {"base.clock", "base.metrics", "serving.observe", "serving.stats",
                          "zone.wire"},
     "process.health": {"base.config"},
-    "process.collector": {"base.metrics", "serving.stats", "zone.cache"},
+    "process.collector": {"base.metrics", "serving.stats", "zone.cache", "zone.rrs"},
     "process.explain": {"serving.handler", "zone.cache", "zone.model", "zone.names", "zone.rrs",
                         "zone.wire"},
     "process.offline": {"base.config", "process.explain", "sources.manifests", "zone.cache",

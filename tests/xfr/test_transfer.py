@@ -37,7 +37,8 @@ def send_raw(srv: ServerProcess, query: bytes) -> dns.message.Message:
 def dump_lines(manifests: Path) -> list[str]:
     out = subprocess.run([sys.executable, "-m", "clusterset_dns", "dump", "--manifests",
                           str(manifests)], cwd=REPO, capture_output=True, text=True, check=True)
-    return no_serial([" ".join(line.split()) for line in out.stdout.splitlines()])
+    return no_serial([" ".join(line.split()) for line in out.stdout.splitlines()
+                      if not line.startswith(";")])
 
 
 def no_serial(lines: list[str]) -> list[str]:
