@@ -5,7 +5,8 @@ query log, the duration histogram, and with neither, in the same run.
     python bench/observe_cost.py --rounds 3 [--variants off,default,...] [run.py's options]
 
 Variants (every one with bench/run.py's data, query mix and dnsperf load, measured in
-turn in every round, so that the machine's load moves them alike):
+turn in every round, every other round in the opposite order, so that the machine's
+load moves them alike):
 
 - ``off``: ``--duration-sample 0``, no query log: nothing watches answers (the reference);
 - ``default``: the defaults: 1 in 64 answers timed for the histogram, no query log;
@@ -79,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(a.rounds):
             log(f"##### round {rnd + 1} of {a.rounds}")
             done: dict[str, dict[str, Any]] = {}
-            for key in wanted:
+            # Every other round in the opposite order: a variant measured right after
+            # another (a warmer cache, a change of the machine's load) is not always the
+            # same one.
+            for key in (wanted if rnd % 2 == 0 else wanted[::-1]):
                 label, extra = VARIANTS[key]
 
                 def starter(extra: tuple[str, ...] = extra, key: str = key) -> Any:
