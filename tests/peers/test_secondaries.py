@@ -132,6 +132,9 @@ def test_bind_needs_max_records_per_type_of_our_largest_rrset(primary: Primary) 
     zone = zone_of(primary.srv, primary.key)
     largest, types = largest_rrset(zone), most_types(zone)
     assert largest == BIG  # the 120-endpoint service's A and SRV RRsets
+    # the figure the recipe sets the limit from
+    wait_for(lambda: primary.srv.metric("clusterset_dns_largest_rrset_records") == largest,
+             60, "clusterset_dns_largest_rrset_records to be the largest RRset")
     assert _bind_loads(primary, largest, types)
     assert not _bind_loads(primary, largest - 1, types)
     assert not _bind_loads(primary, largest, types - 1)
