@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as dt
+import fnmatch
 import json
 import os
 import re
@@ -91,11 +92,19 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-def covering_tests(paths: Iterable[str], tests_dir: Path = ROOT / "tests" / "unit") -> list[str]:
-    """The unit test files that import one of the modules of ``paths``."""
+def covering_tests(paths: Iterable[str], tests_dir: Path = ROOT / "tests" / "unit",
+                   source: Path = ROOT / "clusterset_dns") -> list[str]:
+    """The unit test files that import one of the modules of ``paths``; for a module
+    no test imports, those importing a module that imports it."""
     wanted = {module_name(p) for p in paths}
-    return sorted(os.path.relpath(t, ROOT) for t in tests_dir.glob("test_*.py")
-                  if imported_modules(t) & wanted)
+    tests = {t: imported_modules(t) for t in sorted(tests_dir.glob("test_*.py"))}
+    found = [t for t, imported in tests.items() if imported & wanted]
+    if not found:
+        base = source.parent
+        users = {module_name(os.path.relpath(m, base)) for m in source.rglob("*.py")
+                 if imported_modules(m) & wanted}
+        found = [t for t, imported in tests.items() if imported & users]
+    return [os.path.relpath(t, ROOT) for t in found]
 
 
 # -- running mutmut ---------------------------------------------------------------------
@@ -126,11 +135,12 @@ pytest_add_cli_args_test_selection = {_toml_list(tests)}
     (WORK / "pyproject.toml").write_text(config, encoding="utf-8")
 
 
-def run_mutmut(budget: float, jobs: int, log: Path) -> bool:
+def run_mutmut(budget: float, jobs: int, log: Path, only: Sequence[str] = ()) -> bool:
     """mutmut run in the scratch tree, niced, stopped when the budget is spent (the
-    verdicts reached so far are kept: mutmut saves each). True if it finished."""
+    verdicts reached so far are kept: mutmut saves each). True if it finished.
+    ``only``: mutmut's patterns of mutant names (then those are run again)."""
     command = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
-               "run", "--max-children", str(jobs)]
+               "run", "--max-children", str(jobs), *only]
     with log.open("w", encoding="utf-8") as out:
         proc = subprocess.Popen(command, cwd=WORK, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=lambda: os.nice(10))
@@ -221,11 +231,17 @@ class FileResult:
         return self.killed + len(self.survivors) + self.not_run
 
 
-def collect(paths: Sequence[str]) -> list[FileResult]:
+def selected(name: str, only: Sequence[str]) -> bool:
+    return not only or any(fnmatch.fnmatchcase(name, pattern) for pattern in only)
+
+
+def collect(paths: Sequence[str], only: Sequence[str] = ()) -> list[FileResult]:
     results = []
     for path in paths:
         result, lost = FileResult(path), []
         for name, code in sorted(exit_codes(path).items()):
+            if not selected(name, only):
+                continue
             kind = verdict(code)
             if kind == KILLED:
                 result.killed += 1
@@ -257,12 +273,14 @@ def why_equivalent(equivalent: dict[str, Any], path: str, mutation: str) -> str 
     return None
 
 
-def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool) -> None:
+def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool,
+           only: Sequence[str] = ()) -> None:
     recorded = load_json(RESULTS)
     commit = git("rev-parse", "--short", "HEAD").strip()
     for r in results:
         recorded[r.path] = {"commit": commit, "date": dt.date.today().isoformat(),
                             "tests": list(tests), "finished": finished and r.not_run == 0,
+                            "only": list(only),
                             "mutants": r.total, "killed": r.killed, "not_run": r.not_run,
                             "survivors": r.survivors}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -297,13 +315,20 @@ def table(results: dict[str, Any], equivalent: dict[str, Any]) -> str:
         score = f"{100 * killed / (run - same):.0f}%" if run > same else "-"
         rows.append(f"| `{package}` | {len(files)} | {run} | {killed} | {survived} | {same} "
                     f"| {score} | {not_run} |")
-    ran = ", ".join(f"`{p.removeprefix('clusterset_dns/')}` ({r['commit']})"
+    ran = ", ".join(f"`{p.removeprefix('clusterset_dns/')}` ({r['commit']}"
+                    + (f"; only {', '.join(_short(o) for o in r['only'])}" if r.get("only")
+                       else "") + ")"
                     for p, r in sorted(results.items()))
     lines = [BEGIN, "", *rows, "", f"Files run (at the commit): {ran or 'none'}.", ""]
     if notes:
         lines += ["Survivors judged equivalent (no test can tell them from the code):", "",
                   *notes, ""]
     return "\n".join([*lines, END])
+
+
+def _short(pattern: str) -> str:
+    """A mutant-name pattern as the functions it names (``xǁClassǁmethod*``)."""
+    return "`" + pattern.rsplit(".", 1)[-1].replace("ǁ", ".").strip("x._*") + "`"
 
 
 def replace_table(doc: str, block: str) -> str:
@@ -347,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="mutants tested at once (default 1: the machine is shared)")
     parser.add_argument("--tests", nargs="+", help="unit test files that judge the mutants "
                         "(default: those under tests/unit importing the mutated modules)")
+    parser.add_argument("--mutants", nargs="+", default=[], metavar="GLOB",
+                        help="only the mutants whose mutmut names match, e.g. "
+                        "'clusterset_dns.transfers.xfr.xǁTransfersǁ_tsig_error*'")
     parser.add_argument("--report", action="store_true", help="record the results in "
                         "docs/mutation/results.json and regenerate docs/testing.md's table")
     parser.add_argument("--table", action="store_true",
@@ -369,8 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"mutate: {' '.join(paths)}\n  judged by {' '.join(tests)}\n  budget {args.budget:.0f} s,"
           f" {args.jobs} process(es); mutmut's log in {os.path.relpath(WORK, Path.cwd())}/run.log")
     prepare(paths, tests)
-    finished = run_mutmut(args.budget, args.jobs, WORK / "run.log")
-    results = collect(paths)
+    finished = run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
+    results = collect(paths, args.mutants)
     if not any(r.total for r in results):
         print((WORK / "run.log").read_text(encoding="utf-8", errors="replace")[-3000:])
         print("mutate: mutmut produced no verdict (its log is above)", file=sys.stderr)
@@ -381,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mutate: the budget ({args.budget:.0f} s) ran out; run again to go on "
               "(verdicts are cached in .mutate/)")
     if args.report:
-        record(results, tests, finished)
+        record(results, tests, finished, args.mutants)
         write_table()
         print(f"mutate: recorded in {RESULTS.relative_to(ROOT)}; docs/testing.md regenerated")
     return 1 if lost else 0

@@ -75,3 +75,17 @@ def test_the_table_counts_equivalent_survivors_apart() -> None:
     assert "- `clusterset_dns/zone/a.py:4` `p -> q`: same bytes" in block
     doc = f"before\n{mutation.BEGIN}\nold\n{mutation.END}\nafter\n"
     assert mutation.replace_table(doc, block) == f"before\n{block}\nafter\n"
+
+
+def test_a_module_no_test_imports_is_judged_by_the_tests_of_its_importers(
+        tmp_path: Path) -> None:
+    source = tmp_path / "clusterset_dns"
+    (source / "zone").mkdir(parents=True)
+    (source / "zone" / "reasons.py").write_text("")
+    (source / "zone" / "records.py").write_text("from clusterset_dns.zone import reasons\n")
+    tests = tmp_path / "unit"
+    tests.mkdir()
+    (tests / "test_a.py").write_text("from clusterset_dns.zone.records import Builder\n")
+    (tests / "test_b.py").write_text("from clusterset_dns.zone import wire\n")
+    found = mutation.covering_tests(["clusterset_dns/zone/reasons.py"], tests, source)
+    assert [Path(p).name for p in found] == ["test_a.py"]
