@@ -13,6 +13,7 @@ import argparse
 import ast
 import datetime as dt
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -124,6 +125,21 @@ def prepare(paths: Sequence[str], tests: Sequence[str]) -> None:
     shutil.copytree(ROOT / "clusterset_dns_testkit", WORK / "clusterset_dns_testkit",
                     ignore=ignore)
     shutil.copytree(ROOT / "tests" / "unit", WORK / "tests" / "unit", ignore=ignore)
+    # mutmut keeps a verdict while its function is unchanged, whatever the tests became:
+    # here verdicts are kept only while the code and the tests are exactly as they were
+    # (so that a second run goes on where the first stopped, and no further)
+    tree = _fingerprint([WORK / "clusterset_dns", WORK / "clusterset_dns_testkit",
+                         WORK / "tests"], tests)
+    for path in paths:
+        mark = WORK / "mutants" / f"{path}.tree"
+        if not mark.exists() or mark.read_text() != tree:
+            (WORK / "mutants" / f"{path}.meta").unlink(missing_ok=True)
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            mark.write_text(tree)
+        # newer than mutmut's copy: mutated again (copytree kept the checkout's time, and
+        # mutmut leaves alone a file whose copy is newer, as after a run that did not
+        # mutate it)
+        os.utime(WORK / path)
     config = (ROOT / "pyproject.toml").read_text(encoding="utf-8") + f"""
 [tool.mutmut]
 source_paths = ["clusterset_dns"]
@@ -133,6 +149,14 @@ pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = {_toml_list(tests)}
 """
     (WORK / "pyproject.toml").write_text(config, encoding="utf-8")
+
+
+def _fingerprint(roots: Sequence[Path], tests: Sequence[str]) -> str:
+    digest = hashlib.sha256("\n".join(tests).encode())
+    for root in roots:
+        for file in sorted(root.rglob("*.py")):
+            digest.update(str(file.relative_to(WORK)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
 
 
 def run_mutmut(budget: float, jobs: int, log: Path, only: Sequence[str] = ()) -> bool:

@@ -28,6 +28,8 @@ TREES: list[tuple[str, dict[str, str], list[str]]] = [
      {"gone.yaml": "->nowhere.yaml"}, ["gone.yaml"]),
     ("a directory named like a manifest is walked, not read",
      {"d.yaml/e.yaml": "", "f.txt": ""}, ["d.yaml/e.yaml"]),
+    ("a link to itself (it cannot be classified) with a manifest's name is listed",
+     {"loop.yaml": "->loop.yaml", "a.yaml": ""}, ["a.yaml", "loop.yaml"]),
     ("dot files and dot directories (a ConfigMap's ..data) are skipped",
      {"..data/a.yaml": "", ".hidden.yaml": "", "a.yaml": "->..data/a.yaml"}, ["a.yaml"]),
 ]
@@ -66,5 +68,37 @@ def test_the_root_may_be_a_link_to_a_directory(tmp_path: Path) -> None:
 
 def test_the_root_may_be_a_file_and_missing_is_empty(tmp_path: Path) -> None:
     (tmp_path / "one.txt").write_text("")
-    assert dirwalk.find_files(tmp_path / "one.txt").files == [tmp_path / "one.txt"]
+    assert dirwalk.find_files(tmp_path / "one.txt") == dirwalk.Walk([tmp_path / "one.txt"], [])
     assert dirwalk.find_files(tmp_path / "nowhere") == dirwalk.Walk([], [])
+
+
+def test_a_directory_that_cannot_be_listed_is_reported_and_the_rest_walked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Root reads any directory: the refusal is made at the os.scandir seam.)"""
+    root = tmp_path / "manifests"
+    make(root, {"a/x.yaml": "", "b/y.yaml": "", "c/z.yaml": ""})
+    refused = PermissionError(13, "Permission denied")
+    real = os.scandir
+
+    def scandir(path: Path) -> object:
+        if Path(path) == root / "b":
+            raise refused
+        return real(path)
+
+    monkeypatch.setattr(dirwalk.os, "scandir", scandir)
+    walk = dirwalk.find_files(root)
+    assert walk == dirwalk.Walk([root / "a/x.yaml", root / "c/z.yaml"], [(root / "b", refused)])
+    assert walk.covers(root / "b" / "y.yaml") and not walk.covers(root / "a" / "x.yaml")
+
+
+def test_a_root_that_cannot_be_read_is_reported(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = PermissionError(13, "Permission denied")
+
+    def stat(path: Path) -> os.stat_result:
+        raise refused
+
+    monkeypatch.setattr(dirwalk.os, "stat", stat)
+    walk = dirwalk.find_files(tmp_path)
+    assert walk == dirwalk.Walk([], [(tmp_path, refused)])
+    assert walk.covers(tmp_path / "x.yaml")
