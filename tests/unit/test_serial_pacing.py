@@ -220,3 +220,21 @@ def test_no_ixfr_history_from_the_serial_a_process_starts_with() -> None:
     synced = cache.zone.serial
     cache.apply(headless("web", ["10.0.0.2"]))  # then, differences as usual
     assert journal.since(synced, cache.zone.serial)
+
+
+def test_serial_arithmetic_at_its_edges() -> None:
+    """RFC 1982 leaves a difference of exactly 2**31 undefined: neither is after the
+    other here. The wait counts across the 32-bit wrap, and a serial 2**31 - 1 ticks
+    ahead is the furthest the clock is waited for."""
+    half = serials.HALF
+    assert serials.after(half - 1, 0) and not serials.after(0, half - 1)
+    assert not serials.after(half, 0) and not serials.after(0, half)
+    assert serials.after(0, half + 1)
+    unix = serials.EPOCH + 10.0  # at the start of a tick
+    now = serials.at(unix)
+    assert serials.wait(now + half - 2, unix) == (half - 1) / serials.TICKS
+    assert serials.wait(now + half - 1, unix) == 0.0  # as good as behind
+    # the clock just before the wrap, the serial just past it: three ticks and a half
+    wrap = serials.EPOCH + (2**32 - serials.EPOCH) / serials.TICKS
+    assert serials.at(wrap - TICK / 2) == 2**32 - 1
+    assert abs(serials.wait(2, wrap - TICK / 2) - 3.5 * TICK) < 1e-6
