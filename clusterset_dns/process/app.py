@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import ctypes
 import gc
-import json
 import logging
 import signal
 import socket
@@ -30,6 +29,7 @@ from clusterset_dns.base import metrics
 from clusterset_dns.base.config import Config, ConfigError, HostPort
 from clusterset_dns.process import collector, logs, workers
 from clusterset_dns.process.dnstap import Tap
+from clusterset_dns.process.explain_http import ExplainEndpoint
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.process.querylog import QueryLog
 from clusterset_dns.serving.handler import Handler
@@ -345,6 +345,7 @@ class Server:
                          else lambda: None)
         self.dns = state.server(config, reuse_port=config.workers > 1)
         self.http = HTTPEndpoints(on_evict=meters.http_evicted.inc)
+        self.explainer = ExplainEndpoint(cache, largest=self.largest.get)
         self.stopping = False  # a stop signal ended the main loop: /ready says 503
         self.source: asyncio.Task[None] | None = None
         self.stopper: asyncio.Task[bool] | None = None
@@ -378,19 +379,9 @@ class Server:
         def scrape(_: Mapping[str, str]) -> tuple[int, str, bytes]:
             return 200, *self.metrics.exposition()
 
-        def why(params: Mapping[str, str]) -> tuple[int, str, bytes]:
-            from clusterset_dns.process import explain  # only when asked
-
-            try:
-                result = explain.explain(cache, params.get("name", ""),
-                                         params.get("type", "A"), self.largest.get())
-            except explain.ExplainError as exc:
-                return 400, "application/json", json.dumps({"error": str(exc)}).encode() + b"\n"
-            return 200, "application/json", json.dumps(result, indent=1).encode() + b"\n"
-
         routes: dict[HostPort, dict[str, Route]] = {}
         for where, path, route in ((config.health_listen, "/health", health),
-                                   (config.health_listen, "/explain", why),
+                                   (config.health_listen, "/explain", self.explainer.route),
                                    (config.ready_listen, "/ready", ready),
                                    (config.metrics_listen, "/metrics", scrape)):
             if where is not None:

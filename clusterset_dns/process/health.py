@@ -15,18 +15,32 @@ that DNS over TCP and the file source need.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import NamedTuple
 
 from clusterset_dns.base.config import HostPort
 
 log = logging.getLogger(__name__)
 
-# (the query string's parameters, the last of each name) -> status, content type, body
-Route = Callable[[Mapping[str, str]], tuple[int, str, bytes]]
+
+
+class Reply(NamedTuple):
+    """An answer that needs headers of its own (e.g. Retry-After)."""
+
+    status: int
+    ctype: str
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+# (the query string's parameters, the last of each name) -> status, content type, body;
+# or a coroutine giving a Reply (a route whose work gives the loop back: /explain)
+Route = Callable[[Mapping[str, str]], tuple[int, str, bytes] | Awaitable[Reply]]
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           503: "Service Unavailable"}
+           429: "Too Many Requests", 503: "Service Unavailable"}
 # Probes and scrapes need a handful; the rest of the descriptors stay for DNS.
 MAX_CONNECTIONS = 64
 REQUEST_TIMEOUT = 5.0  # a probe's default timeout is 1 s, a scrape's 10 s
@@ -63,6 +77,7 @@ class HTTPEndpoints:
             self.connections[writer] = True
         method, _, rest = request.decode("latin-1").partition(" ")
         path, _, query = rest.split(" ", 1)[0].partition("?")
+        headers: tuple[tuple[str, str], ...] = ()
         if method not in ("GET", "HEAD"):
             status, ctype, body = 405, "text/plain", b"GET only\n"
         elif path in routes:
@@ -71,12 +86,17 @@ class HTTPEndpoints:
             except ValueError:
                 status, ctype, body = 400, "text/plain", b"too many parameters\n"
             else:
-                status, ctype, body = routes[path](params)
+                answer = routes[path](params)
+                if inspect.isawaitable(answer):
+                    status, ctype, body, headers = await answer
+                else:
+                    status, ctype, body = answer
         else:
             status, ctype, body = 404, "text/plain", b"not found\n"
         head = (f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\n"
                 f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n").encode()
+                + "".join(f"{key}: {value}\r\n" for key, value in headers)
+                + "Connection: close\r\n\r\n").encode()
         writer.write(head + (b"" if method == "HEAD" else body))
         await writer.drain()
 

@@ -90,6 +90,36 @@ def _record(message: bytes, offset: int) -> tuple[Record, int]:
     return Record(owner, rtype, ttl, message[start:end]), end
 
 
+def record_at(message: bytes, offset: int) -> tuple[Record, int]:
+    """The record at ``offset`` of a whole message, its names expanded; and where the
+    next one starts."""
+    return _record(message, offset)
+
+
+def skip_name(message: bytes, offset: int) -> int:
+    """Where the bytes after the name at ``offset`` start (labels, ended by the root
+    or a pointer), without reading the name."""
+    while True:
+        if offset >= len(message):
+            raise DecodeError("name runs past the message")
+        length = message[offset]
+        if length >= 0xC0:
+            return offset + 2
+        offset += 1 + length
+        if length == 0:
+            return offset
+
+
+def skip_record(message: bytes, offset: int) -> tuple[int, int]:
+    """(type, where the next record starts) of the record at ``offset``, without
+    decoding it: what a reader that lists only some records pays for the rest."""
+    offset = skip_name(message, offset)
+    if offset + 10 > len(message):
+        raise DecodeError("a record runs past the message")
+    rtype, _, _, length = wire.RR_HEAD.unpack_from(message, offset)
+    return rtype, offset + 10 + length
+
+
 def answer_records(key: bytes, answer: wire.Answer) -> Iterator[Record]:
     """The answer-section records of the response ``answer`` makes for question ``key``
     (the owner name is then the question's, lower case). Glue and authority records are
