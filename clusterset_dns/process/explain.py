@@ -249,12 +249,13 @@ def _slices(snap: _Snapshot, qtype: int, full: bool) -> Generator[None, None, tu
                 tier = (tiers.rank(piece.cluster == tiers.cluster, endpoint)
                         if tiers is not None and answers else None)
                 lower = (tier is not None and tier > best.get(family, tier))
-                if not full and piece.cluster is None and lower:
-                    continue  # no endpoint name and not in the service's answers
-                work += ROW_COST
+                work += 1
                 if work >= WORK_STEP:
                     work = 0
                     yield
+                if not full and piece.cluster is None and lower:
+                    continue  # no endpoint name and not in the service's answers
+                work += ROW_COST
                 listed += 1
                 reason = ""
                 if not headless and snap.imp is not None:

@@ -496,6 +496,38 @@ def _observe_cost_section(path: Path, result: Result, root: Path) -> list[str]:
     return lines
 
 
+def _explain_burst_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    rows = [("this code", d["ours"])]
+    if "baseline" in d:
+        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    lines = [*_facts(path, result, root), "",
+             "An unrelated name asked over UDP once a millisecond (open loop: latency from "
+             f"when each query was due); phases of {d['seconds']:g} s "
+             f"alternate, {d['rounds']} each: no explain request (the control), then "
+             f"{d['clients']} clients asking `/health` back to back (health: what any client "
+             f"of the port costs), then as many asking `/explain` of a Headless import of "
+             f"{d['endpoints']:,} endpoints back to back (burst), then volleys of 62 "
+             "requests at once, one a second. `/ready` probed every 0.25 s with a 1 s "
+             "timeout.", "",
+             "| code | phase | answers | lost | p50 ms | p99 ms | max ms | /ready failed | "
+             "explain statuses |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name, r in rows:
+        for phase_name, runs in r["runs"].items():
+            for run in runs:
+                statuses = ", ".join(f"{k}: {v:,}" for k, v in run["explain"].items()) or "-"
+                lines.append(f"| {name} | {phase_name} | {run['answers']:,} | {run['timeouts']} | "
+                             f"{run['p50_ms']:.3f} | {run['p99_ms']:.3f} | {run['max_ms']:.1f} "
+                             f"| {run['ready_failed']}/{run['ready_probes']} | {statuses} |")
+    lines.append("")
+    lines += [f"- {name}: against the control, p50 {r['health_p50_ratio']:.2f}x and p99 "
+              f"{r['health_p99_ratio']:.2f}x with /health, p50 {r['burst_p50_ratio']:.2f}x and "
+              f"p99 {r['burst_p99_ratio']:.2f}x in the burst, p50 "
+              f"{r['volleys_p50_ratio']:.2f}x and p99 {r['volleys_p99_ratio']:.2f}x in the "
+              "volleys (medians over the rounds)" for name, r in rows]
+    return lines
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -515,6 +547,8 @@ SECTIONS = (
      _change_cost_section),
     ("observe_cost", "What the query log and the duration histogram cost",
      "python bench/observe_cost.py --rounds 3", _observe_cost_section),
+    ("explain_burst", "Answers during an /explain burst", "python bench/explain_burst.py",
+     _explain_burst_section),
 )
 
 
