@@ -524,7 +524,9 @@ def _explain_burst_section(path: Path, result: Result, root: Path) -> list[str]:
               f"{r['health_p99_ratio']:.2f}x with /health, p50 {r['burst_p50_ratio']:.2f}x and "
               f"p99 {r['burst_p99_ratio']:.2f}x in the burst, p50 "
               f"{r['volleys_p50_ratio']:.2f}x and p99 {r['volleys_p99_ratio']:.2f}x in the "
-              "volleys (medians over the rounds)" for name, r in rows]
+              "volleys (medians over the rounds; the control: its "
+              f"{r.get('control_rounds_used', d['rounds'])} round(s) that lost no query)"
+              for name, r in rows]
     return lines
 
 
