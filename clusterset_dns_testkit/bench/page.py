@@ -482,17 +482,20 @@ def _observe_cost_section(path: Path, result: Result, root: Path) -> list[str]:
     lines = [*_facts(path, result, root),
              f"- clusterset-dns, 1 worker, dnsperf at full speed on the `{d['mix']}` mix "
              f"({d['nx_share']:.0%} NXDOMAIN), {d['rounds']} round(s) of every variant in "
-             "turn; ratios to `off` of the same round (median of the rounds)", "",
+             "turn (every other round in the opposite order); ratios to `off` of the same "
+             "round (median of the rounds, and each round's)", "",
              "| variant | flags | answers/s | CPU s per 100k answers | CPU vs off | "
-             "answers/s vs off |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+             "CPU vs off, each round | answers/s vs off |",
+             "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
     for r in d["rows"]:
         qps = f"{_median(r['qps']):,.0f}" if r["qps"] else "-"
         cpu = f"{_median(r['cpu_s_per_100k']):.3f}" if r["cpu_s_per_100k"] else "-"
         ratio = f"{r['cpu_ratio']:.3f}" if r["cpu_ratio"] is not None else "-"
         qratio = f"{r['qps_ratio']:.3f}" if r["qps_ratio"] is not None else "-"
         flags = f"`{r['args']}`" if r["args"] else "(defaults)"
+        each = ", ".join(f"{x:.2f}" for x in r.get("cpu_ratios", [])) or "-"
         lines.append(f"| {r['key']}: {r['variant']} | {flags} | {qps} | {cpu} | {ratio} | "
-                     f"{qratio} |")
+                     f"{each} | {qratio} |")
     return lines
 
 
