@@ -38,6 +38,7 @@ from clusterset_dns_testkit.bench import dataset, page
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.common import REPO, log
 from clusterset_dns_testkit.bench.coredns import start_coredns
+from clusterset_dns_testkit.bench.dnstap import start_knot_dnstap, start_ours_dnstap
 from clusterset_dns_testkit.bench.knot import start_knot
 from clusterset_dns_testkit.bench.measure import bench_server, combine_rounds
 from clusterset_dns_testkit.bench.procs import system_cpu
@@ -56,7 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "the median of each figure (1)")
     p.add_argument("--servers", default="ours1,ours2,knot,coredns",
                    help="comma list of ours1, ours2, ours1-plain (recvfrom/sendto UDP), knot, "
-                   "coredns (default: all but ours1-plain)")
+                   "coredns, ours1-dnstap and knot-dnstap (each sending every answer to "
+                   "golang-dnstap's reader) (default: ours1,ours2,knot,coredns)")
     p.add_argument("--ours-cmd", default=f"{shlex.quote(sys.executable)} -m clusterset_dns",
                    help="command that runs clusterset-dns (python -m clusterset_dns)")
     p.add_argument("--ttl", type=int, default=5)
@@ -98,7 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, benchmark: str = "run") -> int:
+    """``benchmark``: the results folder and page section (bench/dnstap.py: dnstap)."""
     a = parse_args(argv)
     t_start = time.time()
     missing = [t for t in ("dnsperf", "taskset", "dig") if not shutil.which(t)]
@@ -156,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                             lambda: start_ours(ctx, 1, "plain")),
             "knot": ("Knot DNS", lambda: start_knot(ctx)),
             "coredns": ("CoreDNS", lambda: start_coredns(ctx)),
+            "ours1-dnstap": ("clusterset-dns, 1 worker, dnstap", lambda: start_ours_dnstap(ctx)),
+            "knot-dnstap": ("Knot DNS, dnstap", lambda: start_knot_dnstap(ctx)),
         }
         unknown = [k for k in wanted if k not in starters]
         if unknown:
@@ -206,11 +211,15 @@ def main(argv: list[str] | None = None) -> int:
                        for m in mixes)
         knot = meta["knot"].rsplit("version", 1)[-1].strip() if meta["knot"] else ""
         result = bench_results.envelope(
-            "run", {"meta": meta, "rows": rows}, quick=a.quick, when=now,
+            benchmark, {"meta": meta, "rows": rows}, quick=a.quick, when=now,
             versions={"dnsperf": meta["dnsperf"]} | ({"knot": knot} if knot else {})
-            | (bench_results.peer_versions("coredns") if "coredns" in wanted else {}))
+            | (bench_results.peer_versions("coredns") if "coredns" in wanted else {})
+            | (bench_results.peer_versions("dnstap") if "dnstap" in benchmark else {}))
         path = bench_results.write(result, a.results)
-        md += "\nREADME rows:\n\n" + "\n".join(page.run_table(result, full=False)) + "\n"
+        if benchmark == "run":
+            md += "\nREADME rows:\n\n" + "\n".join(page.run_table(result, full=False)) + "\n"
+        else:
+            md += "\n" + "\n".join(page.SECTION_TABLES[benchmark](result)) + "\n"
         print()
         print(md)
         log(f"wrote {path}; total {time.time() - t_start:.0f} s; regenerate docs/benchmark.md "

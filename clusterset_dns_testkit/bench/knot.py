@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 from clusterset_dns_testkit.bench.common import LOOPBACK, SERVER_CORE, ZONE, Skip
 from clusterset_dns_testkit.bench.servers import Context, Server, spawn, wait_until
@@ -67,13 +68,15 @@ def knot_zone_from_dump(dump: str, zone: str = ZONE) -> tuple[str, list[str]]:
     return "\n".join(out) + "\n", notes
 
 
-def start_knot(ctx: Context) -> Server:
+def start_knot(ctx: Context, dnstap: Path | None = None) -> Server:
+    """Knot on the zone ``dump`` prints; ``dnstap``: its dnstap module sends every query
+    and response to the collector on that Unix socket (Debian's knot-module-dnstap)."""
     knotd = shutil.which("knotd")
     if not knotd:
         raise Skip("knotd not installed (apt-get install -y knot)")
     if ctx.dump_text is None:
         raise Skip(f"no zone: `dump` failed: {ctx.dump_error}")
-    kdir = ctx.tmp / "knot"
+    kdir = ctx.tmp / ("knot-dnstap" if dnstap else "knot")
     (kdir / "db").mkdir(parents=True, exist_ok=True)
     zone_text, notes = knot_zone_from_dump(ctx.dump_text)
     (kdir / f"{ZONE}.zone").write_text(zone_text)
@@ -100,13 +103,24 @@ zone:
     zonefile-sync: -1
     zonefile-load: whole
 """
+    if dnstap is not None:  # the module is declared before the zone that refers to it
+        conf = conf.replace("zone:\n", f"""\
+mod-dnstap:
+  - id: tap
+    sink: unix:{dnstap}
+    log-queries: on
+    log-responses: on
+zone:
+""") + "    module: mod-dnstap/tap\n"
     (kdir / "knot.conf").write_text(conf)
     version = subprocess.run([knotd, "-V"], capture_output=True, text=True).stdout.strip()
-    srv = Server("Knot DNS", spawn(["taskset", "-c", SERVER_CORE, knotd, "-c",
-                                    str(kdir / "knot.conf")], kdir / "knot.log"),
+    srv = Server("Knot DNS, dnstap" if dnstap else "Knot DNS",
+                 spawn(["taskset", "-c", SERVER_CORE, knotd, "-c", str(kdir / "knot.conf")],
+                       kdir / "knot.log"),
                  port, SERVER_CORE, kdir / "knot.log", version=version, notes=notes)
     srv.notes.append("1 UDP worker, 1 TCP worker, 1 background worker; zone file = "
-                     "`dump` output")
+                     "`dump` output" + ("; mod-dnstap: queries and responses to a Unix socket"
+                                        if dnstap else ""))
     try:
         t0 = time.time()
         wait_until(srv, ctx.args.ready_timeout)

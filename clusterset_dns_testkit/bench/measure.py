@@ -100,12 +100,18 @@ def bench_server(ctx: Context, key: str, label: str, starter: Callable[[], Serve
             row["common_rate"] = common_rate
             row["p50_common_ms"], row["p99_common_ms"] = lat["p50_ms"], lat["p99_ms"]
             row["avg_common_ms"] = lat["avg_latency_ms"]
+            row["cpu_common_s_per_100k"] = lat.get("cpu_s_per_100k")
         if srv.proc.poll() is not None:
             row["warnings"].append(f"server exited during the run ({srv.proc.returncode})")
     except Exception as e:
         row["error"] = f"{type(e).__name__}: {e}"
         log(f"ERROR {label}: {row['error']}")
     finally:
+        for final in srv.finals:
+            try:
+                row.update(final())
+            except Exception as e:  # a figure missing, not the row
+                row["warnings"].append(f"could not read the final figures: {e}")
         srv.stop()
     return row
 
@@ -222,7 +228,8 @@ def check_run(row: dict[str, Any], r: dict[str, Any], nx_share: float, what: str
 
 MEDIAN_FIELDS = ("qps", "p50_ms", "p99_ms", "avg_ms", "cpu_s_per_100k", "rss_mib", "pss_mib",
                  "server_busy_pct", "dnsperf_busy_pct", "common_rate", "p50_common_ms",
-                 "p99_common_ms", "avg_common_ms")
+                 "p99_common_ms", "avg_common_ms", "cpu_common_s_per_100k", "dnstap_sent",
+                 "dnstap_dropped")
 
 
 def combine_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -79,6 +79,63 @@ def run_table(result: Result, *, full: bool) -> list[str]:
     return lines
 
 
+def dnstap_table(result: Result) -> list[str]:
+    """bench/dnstap.py: each server's CPU per answer with dnstap on, against itself with it
+    off and against Knot with its dnstap module, at full speed and at Knot's half rate."""
+    rows: list[Result] = result["data"]["rows"]
+    head = ["mix", "server", "queries/s", "CPU s / 100k answers: full speed",
+            "at Knot's half rate", "vs dnstap off: full speed", "at Knot's half rate",
+            "CPU vs Knot (same dnstap): full speed", "at Knot's half rate",
+            "dnstap frames sent / dropped"]
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+    for r in rows:
+        mix = r.get("mix", "standard")
+        if not r.get("qps"):
+            why = (r.get("skipped") or r.get("error") or "not measured").strip().splitlines()
+            text = " ".join((why[0] if why else "not measured").split()).replace("|", "/")
+            lines.append(f"| {mix} | {r['server']} | not measured: {text[:200]} |"
+                         + " |" * (len(head) - 3))
+            continue
+        key = r["key"]
+        off_key = key.removesuffix("-dnstap")
+        knot_key = "knot-dnstap" if key.endswith("-dnstap") else "knot"
+
+        def find(k: str, mix: str = mix) -> Result:
+            return next((x for x in rows if x["key"] == k and x.get("mix", "standard") == mix
+                         and x.get("qps")), {})
+
+        off, knot = find(off_key) if off_key != key else {}, find(knot_key)
+        full, half = r.get("cpu_s_per_100k"), r.get("cpu_common_s_per_100k")
+        sent = (f"{r['dnstap_sent']:,.0f} / {r['dnstap_dropped']:,.0f}"
+                if r.get("dnstap_sent") is not None else "-")
+        lines.append("| " + " | ".join([
+            mix, r["server"], _qps(r), f3(full), f3(half),
+            _ratio(full, off.get("cpu_s_per_100k")) if off else "-",
+            _ratio(half, off.get("cpu_common_s_per_100k")) if off else "-",
+            _ratio(full, knot.get("cpu_s_per_100k")),
+            _ratio(half, knot.get("cpu_common_s_per_100k")), sent]) + " |")
+    return lines
+
+
+def _dnstap_section(path: Path, result: Result, root: Path) -> list[str]:
+    meta = result["data"]["meta"]
+    rounds = meta.get("rounds", 1)
+    return [*_facts(path, result, root),
+            f"- the query benchmark's data and load (`bench/run.py`), {meta['duration']:g} s "
+            "at full speed, then at half of Knot's maximum (without dnstap); "
+            + (f"median of {rounds} interleaved rounds" if rounds > 1 else "one round"),
+            "- each server with dnstap sends every query and response over a Unix socket to "
+            "golang-dnstap's reader on dnsperf's core (writing to /dev/null); ours "
+            "`--dnstap`, Knot its `mod-dnstap`",
+            "", *dnstap_table(result), "",
+            "CPU per answer is the server's processes' (the reader's is not counted, for "
+            "either). Frames dropped: ours counts them "
+            "(`clusterset_dns_dnstap_dropped_total`); Knot's module does not say."]
+
+
+SECTION_TABLES = {"dnstap": dnstap_table}
+
+
 def readme_table(results: Path = res.RESULTS, include_quick: bool = False) -> str:
     """The README's block, markers included."""
     found = res.latest("run", results, include_quick)
@@ -554,6 +611,7 @@ SECTIONS = (
      "python bench/observe_cost.py --rounds 3", _observe_cost_section),
     ("explain_burst", "Answers during an /explain burst", "python bench/explain_burst.py",
      _explain_burst_section),
+    ("dnstap", "What dnstap costs", "python bench/dnstap.py", _dnstap_section),
 )
 
 

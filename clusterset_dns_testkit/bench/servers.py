@@ -52,6 +52,8 @@ class Server:
     version: str = ""
     notes: list[str] = field(default_factory=list)
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    # Figures read from the running server once measured (before stop): merged into its row.
+    finals: list[Callable[[], dict[str, Any]]] = field(default_factory=list)
     _seen: dict[int, str | None] = field(default_factory=dict)
 
     @property

@@ -361,3 +361,17 @@ def test_tcp_target() -> None:
 
     assert socket.has_ipv6 is not None
     run(body)
+
+
+def test_no_dnstap_no_observer() -> None:
+    """Without --dnstap (and nothing else watching answers) the transports get no
+    observer: their plain path, nothing per answer."""
+    from clusterset_dns.process import app
+
+    assert app.answer_observer(Config(), None) is None
+
+    async def body(path: str, stats: Stats, clock: FakeClock) -> None:
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 1, stats, clock)
+        assert app.answer_observer(Config(), tap) == tap.observe
+
+    run(body)

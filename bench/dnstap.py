@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""What dnstap costs: CPU per answer with --dnstap on and off, against Knot with and
+without its dnstap module, in the same run (bench/run.py's measurement, its servers
+ours1, ours1-dnstap, knot, knot-dnstap).
+
+    python bench/dnstap.py --rounds 3 --duration 10
+    python bench/dnstap.py --quick
+
+Each server with dnstap sends every query and response over a Unix socket to
+golang-dnstap's reader (``scripts/build-peers dnstap``; Debian's knot-module-dnstap for
+Knot's), pinned to dnsperf's core and writing to /dev/null. Writes
+bench/results/dnstap/<UTC time>.json; ``python bench/report.py`` puts it on
+docs/benchmark.md. Every other option is run.py's (``--mix``, ``--rounds``, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import run
+
+SERVERS = "ours1,ours1-dnstap,knot,knot-dnstap"
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    if not any(a == "--servers" or a.startswith("--servers=") for a in argv):
+        argv = ["--servers", SERVERS, *argv]
+    sys.exit(run.main(argv, benchmark="dnstap"))
