@@ -34,6 +34,7 @@ Address = tuple[Any, ...]
 
 CONNECT_TIMEOUT = 5.0  # seconds to connect and finish the handshake
 STOP_TIMEOUT = 1.0  # seconds the collector has to answer our STOP with FINISH
+FLUSH_TIMEOUT = 2.0  # at shutdown: seconds to send what is queued, STOP and read FINISH
 RETRY_FIRST, RETRY_CAP = 0.25, 8.0  # reconnection delays (full jitter, doubling)
 BATCH = 256  # answers encoded per write: then the loop's other work gets its turn
 WRITE_HIGH = 256 << 10  # bytes the connection may hold unsent before we wait for it
@@ -57,6 +58,7 @@ class Tap:
         self.wake = asyncio.Event()
         self.idle = False  # the sender waits for wake: the next observe() sets it
         self.closing = False
+        self.closed = asyncio.Event()  # stop() was called: ends a wait between tries
         self.connected = False
         self.task: asyncio.Task[None] | None = None
         self._heads: dict[tuple[bool, str, int], bytes] = {}
@@ -97,12 +99,13 @@ class Tap:
         if self.task is None:
             return
         self.closing = True
+        self.closed.set()
         self.wake.set()
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await self.clock.within(asyncio.shield(self.task), CONNECT_TIMEOUT)
+        if self.connected:  # else nothing to say goodbye to: stop at once
+            with contextlib.suppress(TimeoutError):
+                await self.clock.within(asyncio.shield(self.task), FLUSH_TIMEOUT)
         self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+        await asyncio.gather(self.task, return_exceptions=True)
 
     async def run(self) -> None:
         """Connects, sends, reconnects after a delay, until :meth:`stop`."""
@@ -118,7 +121,7 @@ class Tap:
                                 "dropped and counted until it can be reached", self.target,
                                 exc or type(exc).__name__)
                 failing = True
-                await self.clock.sleep(backoff.next())
+                await self.clock.wait(self.closed, backoff.next())
                 continue
             log.info("dnstap: connected to %s", self.target)
             failing = False
@@ -135,7 +138,7 @@ class Tap:
                 self.connected = False
                 writer.close()
             if not self.closing:
-                await self.clock.sleep(backoff.next())
+                await self.clock.wait(self.closed, backoff.next())
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         target = self.target

@@ -368,10 +368,24 @@ def test_no_dnstap_no_observer() -> None:
     observer: their plain path, nothing per answer."""
     from clusterset_dns.process import app
 
-    assert app.answer_observer(Config(), None) is None
+    assert app.answer_observer(Config(), Stats(), None) is None
 
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
         tap = dnstap.Tap(DnstapTarget(path=path), "", "", 1, stats, clock)
-        assert app.answer_observer(Config(), tap) == tap.observe
+        assert app.answer_observer(Config(), stats, tap) == tap.observe
+
+    run(body)
+
+
+def test_stop_while_the_collector_is_absent_does_not_wait() -> None:
+    """A shutdown never waits for an absent collector: stop() returns with the fake
+    clock never moved (a wait on it would last forever)."""
+    async def body(path: str, stats: Stats, clock: FakeClock) -> None:
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 10, stats, clock)
+        tap.start()
+        await until(lambda: bool(clock.pending()), "a retry waiting")
+        now = clock.now
+        await asyncio.wait_for(tap.stop(), 5)
+        assert clock.now == now and tap.task is not None and tap.task.done()
 
     run(body)
