@@ -48,7 +48,7 @@ class Tap:
     def __init__(self, target: DnstapTarget, identity: str, version: str, capacity: int,
                  stats: Stats, clock: Clock = SYSTEM) -> None:
         self.target = target
-        self.preamble = wire.preamble(identity.encode(), version.encode())
+        self.encoder = wire.Encoder(wire.preamble(identity.encode(), version.encode()))
         self.capacity = capacity
         self.stats = stats
         self.clock = clock
@@ -196,11 +196,12 @@ class Tap:
 
     def _encode(self) -> bytes:
         """Up to BATCH queued answers as data frames (two each)."""
-        queue, preamble, heads = self.queue, self.preamble, self._heads
-        frames: list[bytes] = []
+        queue, frames, heads = self.queue, self.encoder.frames, self._heads
+        out: list[bytes] = []
         # The monotonic readings of the DNS path become wall-clock times here, once a
         # batch (the wall clock may step; the two readings of one answer may not).
         offset = self.clock.time_ns() - perf_counter_ns()
+        count = 0
         for _ in range(min(BATCH, len(queue))):
             query, response, tcp, peer, started, answered = queue.popleft()
             key = (tcp, peer[0], peer[1])
@@ -209,14 +210,10 @@ class Tap:
                 if len(heads) >= 4096:  # clients are many; a few are busy
                     heads.clear()
                 head = heads[key] = wire.peer_head(tcp, peer[0], peer[1])
-            query_ns = started + offset
-            frames.append(wire.data_frame(wire.dnstap(
-                preamble, wire.query_message(head, query_ns, query))))
-            if response is not None:
-                frames.append(wire.data_frame(wire.dnstap(preamble, wire.response_message(
-                    head, query_ns, answered + offset, response))))
-        self.stats.dnstap_sent += len(frames)
-        return b"".join(frames)
+            out.append(frames(head, started + offset, query, answered + offset, response))
+            count += 1 if response is None else 2
+        self.stats.dnstap_sent += count
+        return b"".join(out)
 
     async def _finish(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       gone: asyncio.Future[bytes]) -> None:

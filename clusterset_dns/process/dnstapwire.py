@@ -110,6 +110,57 @@ def dnstap(preamble_bytes: bytes, message: bytes) -> bytes:
     return preamble_bytes + _field(_D_MESSAGE, message) + _D_TYPE + varint(DNSTAP_MESSAGE)
 
 
+_LENGTH = struct.Struct("!I")
+# varint(n) of every n below 2**14 (a DNS message over UDP, its Message and Dnstap are
+# shorter): a list look-up instead of the loop. Built by the first Encoder (~0.6 MiB).
+_VARINTS: list[bytes] = []
+_TABLE = 1 << 14
+
+
+class Encoder:
+    """An answer's two data frames in one call: the same bytes as data_frame(dnstap(
+    preamble, query_message(...))) and its response_message twin, with the per-answer
+    function calls folded (the sender encodes every answer: this is its cost)."""
+
+    __slots__ = ("_pre", "_sec", "_sec_bytes")
+
+    def __init__(self, preamble_bytes: bytes) -> None:
+        if not _VARINTS:
+            _VARINTS.extend(varint(n) for n in range(_TABLE))
+        self._pre = preamble_bytes
+        self._sec = -1
+        self._sec_bytes = b""
+
+    def _seconds(self, sec: int) -> bytes:
+        if sec != self._sec:  # most answers of a batch share their second
+            self._sec, self._sec_bytes = sec, varint(sec)
+        return self._sec_bytes
+
+    def frames(self, head: bytes, query_ns: int, query: bytes, response_ns: int,
+               response: bytes | None) -> bytes:
+        """AUTH_QUERY's frame, then (unless ``response`` is None) AUTH_RESPONSE's."""
+        pre, pack, table = self._pre, _FIXED32.pack, _VARINTS
+        qsec, qnsec = divmod(query_ns, 1_000_000_000)
+        stamp = b"\x40" + self._seconds(qsec) + b"\x4d" + pack(qnsec)
+        n = len(query)
+        message = b"".join((b"\x08\x01", head, stamp, b"\x52",
+                            table[n] if n < _TABLE else varint(n), query))
+        n = len(message)
+        body = b"".join((pre, b"\x72", table[n] if n < _TABLE else varint(n), message,
+                         b"\x78\x01"))
+        if response is None:
+            return _LENGTH.pack(len(body)) + body
+        rsec, rnsec = divmod(response_ns, 1_000_000_000)
+        n = len(response)
+        message = b"".join((b"\x08\x02", head, stamp, b"\x60", self._seconds(rsec), b"\x6d",
+                            pack(rnsec), b"\x72", table[n] if n < _TABLE else varint(n),
+                            response))
+        n = len(message)
+        second = b"".join((pre, b"\x72", table[n] if n < _TABLE else varint(n), message,
+                           b"\x78\x01"))
+        return b"".join((_LENGTH.pack(len(body)), body, _LENGTH.pack(len(second)), second))
+
+
 def data_frame(payload: bytes) -> bytes:
     return _U32.pack(len(payload)) + payload
 
