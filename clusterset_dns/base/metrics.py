@@ -79,6 +79,12 @@ class Metrics:
             "clusterset_dns_http_connections_closed_total",
             "/health, /ready, /metrics connections closed at the cap (the oldest one without "
             "a request, or the new one)", registry=registry)
+        self.explain_refused = Counter(
+            "clusterset_dns_explain_refused_total",
+            "/explain requests answered 429: beyond the requests in progress (busy) or the "
+            "rate (rate)", ["reason"], registry=registry)
+        for reason in ("busy", "rate"):
+            self.explain_refused.labels(reason)  # 0 until the first, so alerts see the series
         # CoreDNS's kubernetes plugin exports the same measure (its
         # coredns_kubernetes_dns_programming_duration_seconds); buckets from 1 ms to 5 min.
         self.programming = Histogram(

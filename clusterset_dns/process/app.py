@@ -345,7 +345,9 @@ class Server:
                          else lambda: None)
         self.dns = state.server(config, reuse_port=config.workers > 1)
         self.http = HTTPEndpoints(on_evict=meters.http_evicted.inc)
-        self.explainer = ExplainEndpoint(cache, largest=self.largest.get)
+        self.explainer = ExplainEndpoint(
+            cache, largest=self.largest.get,
+            on_refused=lambda reason: meters.explain_refused.labels(reason).inc())
         self.stopping = False  # a stop signal ended the main loop: /ready says 503
         self.source: asyncio.Task[None] | None = None
         self.stopper: asyncio.Task[bool] | None = None

@@ -85,6 +85,7 @@ def test_a_burst_gets_429_while_probes_and_dns_answer(
     assert statuses[429] >= CONNECTIONS - 10  # the burst allowance: 10 at once
     assert all(headers.get("Retry-After", "").isdigit() for status, headers, _ in replies
                if status == 429)
+    assert srv.metric("clusterset_dns_explain_refused_total") == statuses[429]
     # The records listed are capped like the endpoints; the rest are counted.
     account = json.loads(next(body for status, _, body in replies if status == 200))
     assert len(account["answer"]["answer"]) == 500

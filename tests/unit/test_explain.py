@@ -164,7 +164,8 @@ def test_dns_waits_behind_at_most_one_step(big: Cache) -> None:
 
 def test_rate_limit_boundary() -> None:
     clock = FakeClock()
-    gate = ExplainEndpoint(build_cache(), clock)
+    reasons: list[str] = []
+    gate = ExplainEndpoint(build_cache(), clock, on_refused=reasons.append)
     assert [gate.admit() for _ in range(BURST)] == [None] * BURST
     refused = gate.admit()
     assert refused is not None and refused.status == 429
@@ -174,11 +175,14 @@ def test_rate_limit_boundary() -> None:
     clock.advance(0.002)
     assert gate.admit() is None
     assert gate.admit() is not None
+    assert reasons == ["rate"] * 3
 
 
 def test_busy_beyond_the_admitted(big: Cache) -> None:
     async def scenario() -> list[int]:
-        gate = ExplainEndpoint(big, FakeClock(), rate=1000, burst=1000)
+        refused: list[str] = []
+        gate = ExplainEndpoint(big, FakeClock(), rate=1000, burst=1000,
+                               on_refused=refused.append)
         first = [asyncio.ensure_future(gate.route({"name": name("big")}))
                  for _ in range(MAX_ADMITTED)]
         await asyncio.sleep(0)  # all of them admitted, one running
@@ -186,6 +190,7 @@ def test_busy_beyond_the_admitted(big: Cache) -> None:
         assert extra.headers == (("Retry-After", "1"),)
         done = [(await r).status for r in first]
         after = await gate.route({"name": name("big")})
+        assert refused == ["busy"]
         return [*done, extra.status, after.status]
 
     assert run(scenario()) == [200] * MAX_ADMITTED + [429, 200]
