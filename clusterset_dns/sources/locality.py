@@ -55,7 +55,7 @@ def property_resource(group_version: str, values: dict[str, str | None]) -> Reso
 
     return Resource(f"clusterproperties {group_version}",
                     f"/apis/{group_version}/clusterproperties", "property", None, to_model,
-                    put)
+                    put, kind="ClusterProperty", api_version=group_version, cluster_scoped=True)
 
 
 class Locality:

@@ -101,6 +101,12 @@ class Resource:
     to_model: Callable[[Mapping[str, Any], Callable[[str], None]], Any]
     put: Callable[[ObjectKey, Any], Op]  # the cache op storing (or, None, deleting) one
     field_selector: str | None = None  # e.g. metadata.name=<one object>
+    # What an Event about one of its objects names (--events): its Kubernetes kind and
+    # apiVersion (list items of built-in types carry neither), and whether it is
+    # cluster-scoped (its objects' keys then have "" as their namespace).
+    kind: str = ""
+    api_version: str = ""
+    cluster_scoped: bool = False
 
 class Reflector:
     def __init__(self, client: Client, resource: Resource, apply: Callable[[list[Op]], None],
@@ -130,7 +136,7 @@ class Reflector:
         # Objects that failed to convert, reported to the cache (PutRejected): their
         # names' empty answers say why. Cleared when they are deleted or valid again.
         self.rejected: set[ObjectKey] = set()
-        self.kind = IMPORT if resource.op_kind == "import" else SLICE
+        self.kind = resource.kind or (IMPORT if resource.op_kind == "import" else SLICE)
         self._rejections: list[Op] = []  # PutRejected ops waiting for the next apply
         self.next_relist = self._relist_due()
 
@@ -140,6 +146,17 @@ class Reflector:
             return None
         return self.clock.monotonic() + self.clock.jitter(interval, RELIST_JITTER)
 
+    def _key_of(self, obj: Mapping[str, Any]) -> ObjectKey:
+        """The object's key; ("", name) for a cluster-scoped one (raises InvalidObject)."""
+        key = convert.key_of(obj)
+        return ("", key[1]) if self.resource.cluster_scoped else key
+
+    def _safe_key(self, obj: Mapping[str, Any]) -> ObjectKey | None:
+        try:
+            return self._key_of(obj)
+        except convert.InvalidObject:
+            return None
+
     def _convert(self, obj: Mapping[str, Any]) -> tuple[ObjectKey, object | None] | None:
         """(key, model or None when DNS ignores it); None when the object is invalid."""
         what = convert.describe(obj)
@@ -148,17 +165,19 @@ class Reflector:
             log.warning("%s: %s", what, message)
 
         try:
-            key = convert.key_of(obj)
+            key = self._key_of(obj)
             converted = key, self.resource.to_model(obj, warn)
         except convert.InvalidObject as exc:
             log.warning("%s skipped: %s", what, exc)
             self.invalid(convert.kind_of(obj) or self.resource.op_kind)
-            key_seen = _safe_key(obj)
+            key_seen = self._safe_key(obj)
             if key_seen is not None:
                 self.rejected.add(key_seen)
-                self._rejections.append(PutRejected(self.kind, key_seen,
-                                                    convert.service_key(obj), str(exc),
-                                                    convert.reference(obj)))
+                api_version, uid = convert.reference(obj)
+                self._rejections.append(PutRejected(
+                    self.kind, key_seen,
+                    None if self.resource.cluster_scoped else convert.service_key(obj),
+                    str(exc), (api_version or self.resource.api_version, uid)))
             return None
         if key in self.rejected:
             self.rejected.discard(key)  # the put clears it in the cache
@@ -171,7 +190,7 @@ class Reflector:
         for obj in page.items:
             converted = self._convert(obj)
             if converted is None:
-                invalid_key = _safe_key(obj)
+                invalid_key = self._safe_key(obj)
                 if invalid_key is not None and invalid_key in self.known:
                     # invalid now: keep serving its last valid state
                     found[invalid_key] = self.known[invalid_key]
@@ -351,7 +370,7 @@ class Reflector:
                 raise ApiError(code if isinstance(code, int) else 0,
                                str(event.object.get("message")))
             if event.type in ("ADDED", "MODIFIED", "DELETED"):
-                key = _safe_key(event.object)
+                key = self._safe_key(event.object)
                 if key is None:
                     if event.type != "DELETED":
                         self._convert(event.object)  # logs and counts it as invalid
@@ -479,10 +498,3 @@ def _older(version: str, than: str) -> bool:
     if not (version.isdigit() and than.isdigit()):
         return False
     return int(version) < int(than)
-
-
-def _safe_key(obj: Mapping[str, Any]) -> ObjectKey | None:
-    try:
-        return convert.key_of(obj)
-    except convert.InvalidObject:
-        return None

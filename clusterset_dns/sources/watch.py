@@ -15,7 +15,7 @@ from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import convert, discovery
 from clusterset_dns.sources.kube import KubeClient, KubeConfigError, KubeError
 from clusterset_dns.sources.reflector import Client, NotServed, Reflector, Resource, api_backoff
-from clusterset_dns.zone.cache import Op, PutImport, PutSlice, SetSynced
+from clusterset_dns.zone.cache import IMPORT, SLICE, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.zone.model import ObjectKey
 
 log = logging.getLogger(__name__)
@@ -25,14 +25,15 @@ def import_resource(group_version: str, namespace: str | None) -> Resource:
     scope = f"/namespaces/{namespace}" if namespace else ""
     return Resource(f"serviceimports {group_version}{' in ' + namespace if namespace else ''}",
                     f"/apis/{group_version}{scope}/serviceimports", "import", None,
-                    convert.service_import, PutImport)
+                    convert.service_import, PutImport, kind=IMPORT, api_version=group_version)
 
 
 def slice_resource(namespace: str | None) -> Resource:
     scope = f"/namespaces/{namespace}" if namespace else ""
     return Resource(f"endpointslices{' in ' + namespace if namespace else ''}",
                     f"/apis/discovery.k8s.io/v1{scope}/endpointslices", "slice",
-                    convert.SERVICE_NAME_LABEL, convert.endpoint_slice, PutSlice)
+                    convert.SERVICE_NAME_LABEL, convert.endpoint_slice, PutSlice, kind=SLICE,
+                    api_version=convert.SLICE_API_VERSION)
 
 
 class KubeSource:

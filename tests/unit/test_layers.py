@@ -48,7 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "sources.yamlsafe": set(),
     "sources.manifests": {"sources.convert", "sources.dirwalk", "sources.yamlsafe", "zone.cache",
                           "zone.model"},
-    "sources.events": {"sources.kube", "zone.cache", "zone.model"},
+    "sources.events": {"base.clock", "sources.kube", "zone.cache", "zone.model"},
     "sources.kube": set(),
     "sources.reflector": {"base.clock", "base.config", "base.metrics", "sources.convert",
                           "sources.kube", "zone.cache", "zone.model"},
