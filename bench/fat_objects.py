@@ -1,11 +1,13 @@
 """Memory with large API objects: the peak and the resident size while listing and
 watching EndpointSlices that carry annotations near the API's limit.
 
-    python bench/fat_objects.py [--slices 1000] [--annotation-kib 250] [--baseline PATH]
+    python bench/fat_objects.py [--slices 1000] [--annotation-kib 250] [--labels 0]
+                                [--baseline PATH]
 
 A real etcd + kube-apiserver (``scripts/build-peers``) holds two namespaces with the
 same ``--slices`` EndpointSlices (20 headless ServiceImports): ``fat`` with an
-annotation of ``--annotation-kib`` KiB on each slice, ``thin`` without (the
+annotation of ``--annotation-kib`` KiB and ``--labels`` more labels on each slice
+(none of them read by the server), ``thin`` without (the
 reference: the zone is the same). One server per namespace (``--namespace``) from
 this checkout, and one on ``fat`` from ``--baseline`` (another checkout, e.g. the code
 before a change), start together; each one's VmHWM (peak) and VmRSS are read once it
@@ -66,6 +68,7 @@ def main() -> int:
     parser = cli.parser(__doc__)
     parser.add_argument("--slices", type=int, default=1000)
     parser.add_argument("--annotation-kib", type=int, default=250)
+    parser.add_argument("--labels", type=int, default=0, help="more labels on each fat slice")
     parser.add_argument("--baseline", type=Path,
                         help="another checkout measured in the same run (e.g. the code before)")
     args = parser.parse_args()
@@ -78,7 +81,7 @@ def main() -> int:
         api.install_crds(["mcs-api-v0.5.0"])
         started = time.monotonic()
         write_objects(api, "thin", args.slices, 0)
-        write_objects(api, "fat", args.slices, args.annotation_kib)
+        write_objects(api, "fat", args.slices, args.annotation_kib, labels=args.labels)
         print(f"wrote 2 x {args.slices} slices in {time.monotonic() - started:.0f} s")
         servers = [(ns, label, Checkout(repo, "--kubeconfig", str(api.kubeconfig),
                                          "--namespace", ns, "--startup-timeout", "600"))
@@ -95,7 +98,8 @@ def main() -> int:
                              "peak_list_mib": mib(listed["VmHWM"]),
                              "rss_listed_mib": mib(listed["VmRSS"])})
             write_objects(api, "thin", args.slices, 0, generation=1)
-            write_objects(api, "fat", args.slices, args.annotation_kib, generation=1)
+            write_objects(api, "fat", args.slices, args.annotation_kib, generation=1,
+                          labels=args.labels)
             service, address = last_address(args.slices, 1)
             for (ns, _, server), row in zip(servers, rows, strict=True):
                 name = f"{service}.{ns}.svc.clusterset.local."
@@ -113,7 +117,8 @@ def main() -> int:
     for r in rows:
         print(f"| {r['namespace']} | {r['code']} | {r['peak_list_mib']} | {r['rss_listed_mib']} "
               f"| {r['peak_watch_mib']} | {r['rss_watched_mib']} |")
-    data = {"slices": args.slices, "annotation_kib": args.annotation_kib, "rows": rows}
+    data = {"slices": args.slices, "annotation_kib": args.annotation_kib, "labels": args.labels,
+            "rows": rows}
     cli.publish(args, bench_results.envelope(
         "fat_objects", data, versions=bench_results.peer_versions("kube-apiserver", "etcd")))
     return 0

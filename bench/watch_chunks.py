@@ -23,7 +23,7 @@ from typing import Any
 # This checkout's clusterset_dns, whatever else is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterset_dns.sources.kube import KubeClient, drop_unread
+from clusterset_dns.sources.kube import KubeClient, decode_event
 
 
 class Response:
@@ -61,9 +61,7 @@ def replaced(chunks: list[bytes]) -> int:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 if line.strip():
-                    event = json.loads(line)
-                    drop_unread(event.get("object"))
-                    yield event
+                    yield decode_event(line)
 
     return sum(1 for _ in events())
 

@@ -17,9 +17,14 @@ from clusterset_dns_testkit.peers import KubeAPI
 SERVICES = 20
 
 
-def fat_slice(namespace: str, i: int, annotation_kib: int, generation: int = 0) -> dict[str, Any]:
+def fat_slice(namespace: str, i: int, annotation_kib: int, generation: int = 0,
+              labels: int = 0) -> dict[str, Any]:
+    """``labels``: that many more labels (none of them read by the server)."""
     obj = endpoint_slice(f"slice-{i}", f"svc-{i % SERVICES}", namespace, "east", ports=[HTTP],
                          endpoints=ready_endpoints([_address(i, generation)]))
+    if labels:
+        obj["metadata"]["labels"].update(
+            {f"l{k:05d}": f"{(i + k + generation) % 1000}" for k in range(labels)})
     if annotation_kib:
         # Varied text (not one repeated byte): nothing along the way compresses it away.
         filler = "".join(f"{(i * 7919 + k * 104729 + generation) % 1000003:07d}"
@@ -34,7 +39,7 @@ def _address(i: int, generation: int) -> str:
 
 
 def write_objects(api: KubeAPI, namespace: str, slices: int, annotation_kib: int,
-                  generation: int = 0, threads: int = 8) -> None:
+                  generation: int = 0, threads: int = 8, labels: int = 0) -> None:
     """The namespace's ServiceImports (first time) and ``slices`` slices, created or
     replaced (``generation`` > 0: every slice replaced, new address and annotation)."""
     api.ensure_namespace(namespace)
@@ -44,7 +49,7 @@ def write_objects(api: KubeAPI, namespace: str, slices: int, annotation_kib: int
             api.create(service_import(f"svc-{s}", namespace, "Headless", ports=[HTTP]))
 
     def one(i: int) -> None:
-        obj = fat_slice(namespace, i, annotation_kib, generation)
+        obj = fat_slice(namespace, i, annotation_kib, generation, labels)
         if generation == 0:
             api.request("POST", base, obj, timeout=60)
         else:

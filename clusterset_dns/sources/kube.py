@@ -114,25 +114,81 @@ class Event:
         return version if isinstance(version, str) and version else None
 
 
-# Object metadata DNS never reads, and the largest part of many objects (a
-# kubectl last-applied-configuration, managedFields: up to the API's 256 KiB):
-# dropped as soon as an object is decoded, so that it is never kept (coalesced watch
-# events wait with their objects; a prefetched list page waits whole).
-UNREAD_METADATA = ("annotations", "managedFields")
-
-
+# What the server reads of an object's metadata (convert: the key, the uid an Event
+# names, the resourceVersion; the labels and the annotation below). Everything else
+# there (labels and annotations by the ten thousand, managedFields, a kubectl
+# last-applied-configuration, ownerReferences: up to what etcd stores, 1.5 MiB an
+# object) is dropped as each list item or watch event is decoded (see
+# :func:`decode_page`), before anything keeps it.
+KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
+# convert.SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL and ZONE_LABEL (a Node's).
+KEPT_LABELS = ("multicluster.kubernetes.io/service-name",
+               "multicluster.kubernetes.io/source-cluster", "topology.kubernetes.io/zone")
 # The one annotation that is read (convert.TRIGGER_TIME: the DNS programming delay).
 KEPT_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
-def drop_unread(obj: Any) -> None:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if isinstance(meta, dict):
-        annotations = meta.get("annotations")
-        for key in UNREAD_METADATA:
-            meta.pop(key, None)
-        if isinstance(annotations, dict) and KEPT_ANNOTATION in annotations:
-            meta["annotations"] = {KEPT_ANNOTATION: annotations[KEPT_ANNOTATION]}
+def lean(obj: dict[str, Any]) -> dict[str, Any]:
+    """Object metadata cut down to what the server reads; any other JSON object as it
+    is. Also the decoder's object hook for pages of large objects (called for every
+    JSON object, inner ones first, so it must be cheap for the others): metadata is the
+    one with a uid and labels, annotations or a list beside it (label and annotation
+    values are strings: a label named "uid" never makes its map look like metadata)."""
+    if "uid" not in obj:
+        return obj
+    labels, annotations = obj.get("labels"), obj.get("annotations")
+    if not (type(labels) is dict or type(annotations) is dict
+            or any(type(obj.get(key)) is list for key in _LIST_METADATA)):
+        return obj  # targetRef, an owner reference, metadata with nothing to drop
+    meta = {key: obj[key] for key in KEPT_METADATA if key in obj}
+    if type(labels) is dict:
+        kept = {key: labels[key] for key in KEPT_LABELS if key in labels}
+        if kept:
+            meta["labels"] = kept
+    if type(annotations) is dict and KEPT_ANNOTATION in annotations:
+        meta["annotations"] = {KEPT_ANNOTATION: annotations[KEPT_ANNOTATION]}
+    return meta
+
+
+_LIST_METADATA = ("managedFields", "ownerReferences", "finalizers")
+
+
+# Bytes per object asked for from which a list page is cut while it is decoded, object
+# by object (the decoder's hook costs about a third more decoding time); below it, each
+# item is cut once the page is decoded, so a page's unread fields live as long as its
+# decoding at most: a budget-sized page (reflector.PAGE_BYTES) of objects this small.
+LEAN_ITEM_BYTES = 64 << 10
+
+
+def cut(obj: Any) -> Any:
+    """``obj`` (an API object) with its metadata cut down (:func:`lean`)."""
+    if type(obj) is dict:
+        meta = obj.get("metadata")
+        if type(meta) is dict:
+            obj["metadata"] = lean(meta)
+    return obj
+
+
+def decode_page(body: bytes | bytearray, limit: int) -> Any:
+    """A list page asked with ``limit``, its items cut (:func:`cut`)."""
+    if limit > 0 and len(body) >= limit * LEAN_ITEM_BYTES:
+        # Large objects (labels by the ten thousand): each one's metadata is cut as soon
+        # as it is decoded, so only one object's unread fields ever exist at once.
+        return json.loads(body, object_hook=lean)
+    decoded = json.loads(body)
+    items = decoded.get("items") if isinstance(decoded, dict) else None
+    if isinstance(items, list):
+        for item in items:
+            cut(item)
+    return decoded
+
+
+def decode_event(line: bytes | bytearray) -> Any:
+    """A watch event (one object: whatever it carries exists only while it is cut)."""
+    event = json.loads(line)
+    if type(event) is dict:
+        cut(event.get("object"))
+    return event
 
 
 def page_of(raw: Any) -> Page:
@@ -249,20 +305,20 @@ class KubeClient:
 
     async def get(self, path: str, params: Params | None = None, timeout: float = 30,
                   sizes: list[int] | None = None) -> Any:
-        """The decoded JSON; a list's items lose the fields DNS never reads (see
-        :func:`drop_unread`). ``sizes``: gets the body's length in bytes."""
-        response = await self._request(path, params or {}, aiohttp.ClientTimeout(total=timeout))
+        """The decoded JSON. A list page (every list this server asks for is paged:
+        ``params`` has a ``limit``) keeps only the metadata the server reads of each
+        item (:func:`decode_page`); single objects (a Lease written back, a Node) are
+        whole. ``sizes``: gets the body's length in bytes."""
+        params = params or {}
+        response = await self._request(path, params, aiohttp.ClientTimeout(total=timeout))
         try:
             body = await response.read()
             if sizes is not None:
                 sizes.append(len(body))
-            decoded = json.loads(body)
-            del body  # before the items are cut down: the page's peak is one copy less
-            items = decoded.get("items") if isinstance(decoded, dict) else None
-            if isinstance(items, list):
-                for item in items:
-                    drop_unread(item)
-            return decoded
+            limit = params.get("limit")
+            if isinstance(limit, int) and not isinstance(limit, bool):
+                return decode_page(body, limit)
+            return json.loads(body)
         except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             raise KubeError(f"reading {path}: {exc}") from None
         finally:
@@ -280,10 +336,8 @@ class KubeClient:
             async for chunk in response.content.iter_any():
                 for line in lines.feed(chunk):
                     if line and not line.isspace():
-                        event = json.loads(line)
+                        event = decode_event(line)
                         del line
-                        if isinstance(event, dict):
-                            drop_unread(event.get("object"))
                         yield event
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise KubeError(f"watch {path}: {type(exc).__name__}: {exc}") from None

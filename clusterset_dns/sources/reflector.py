@@ -56,15 +56,18 @@ from clusterset_dns.zone.model import ObjectKey
 
 log = logging.getLogger(__name__)
 
-# List pages are sized by bytes, not objects: the first asks for FIRST_PAGE objects,
-# each next one for as many as PAGE_BYTES holds at the sizes seen so far (the largest
-# object per item seen), between MIN_PAGE and PAGE_SIZE. A page is decoded whole (and
-# the next one is prefetched), so this bounds the memory a list needs beyond what the
-# zone keeps, whatever the objects carry: 500 slices of 250 KiB would be 125 MB.
+# List pages are sized by bytes, not objects: a page's body is read whole (and the
+# next one is prefetched) before it is decoded, so each asks for as many objects as
+# PAGE_BYTES holds: the first as if every object were as large as the API stores
+# (MAX_OBJECT_BYTES), each next one at the largest bytes per item of a page so far,
+# at most twice the page before (the sizes seen may be the small ones), between 1 (an
+# object larger than the budget is still listed, alone) and PAGE_SIZE. Never 0: a
+# limit of 0 asks the API server for everything at once. What the objects carry
+# beyond what DNS reads is dropped while a page is decoded (kube.lean).
 PAGE_SIZE = 500
-FIRST_PAGE = 10
-MIN_PAGE = 2  # (a limit of 1 is the resourceVersion probe's)
 PAGE_BYTES = 4 << 20
+MAX_OBJECT_BYTES = 2 << 20  # etcd's default request limit (1.5 MiB), as JSON, rounded up
+FIRST_PAGE = max(1, PAGE_BYTES // MAX_OBJECT_BYTES)
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
 # Longest stretch of watch work (reading events, converting and applying them) before
 # the event loop gets a turn to answer queries. One object's rebuild is not split.
@@ -231,7 +234,7 @@ class Reflector:
                 token, version = page.continue_token, page.resource_version
                 if sizes and page.items:
                     largest = max(largest, sizes[-1] / len(page.items))
-                    params["limit"] = max(MIN_PAGE, min(PAGE_SIZE, int(PAGE_BYTES / largest)))
+                    params["limit"] = page_limit(params["limit"], largest)
                 if token:
                     fetch = asyncio.ensure_future(
                         self.client.get(path, {**params, "continue": token}, sizes=sizes))
@@ -490,6 +493,11 @@ class Reflector:
                 self.pending.clear()
                 reason, rebuild = "bug", True
                 await self.clock.sleep(delay)
+
+
+def page_limit(previous: int, largest: float) -> int:
+    """The next page's limit after one of ``previous``, at ``largest`` bytes per item."""
+    return max(1, min(PAGE_SIZE, 2 * previous, int(PAGE_BYTES // max(largest, 1.0))))
 
 
 def _older(version: str, than: str) -> bool:

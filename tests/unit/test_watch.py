@@ -81,9 +81,10 @@ class Unexpected(BaseException):
 class FakeClient:
     """Scripted ``get`` answers and watch streams, per path; records every call.
 
-    A one-object list (``limit=1``, the resourceVersion probe before a watch is
-    resumed) is answered with :attr:`current` of the path (no resourceVersion when
-    unset) and recorded in :attr:`probes`, not in :attr:`gets`."""
+    A one-object list without sizes (``limit=1``, the resourceVersion probe before a
+    watch is resumed; a list page asks for its body's size) is answered with
+    :attr:`current` of the path (no resourceVersion when unset) and recorded in
+    :attr:`probes`, not in :attr:`gets`."""
 
     def __init__(self, clock: FakeClock | None = None,
                  snapshot: Callable[[], Any] = lambda: None) -> None:
@@ -99,7 +100,7 @@ class FakeClient:
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
                   timeout: float = 30, sizes: list[int] | None = None) -> Any:
-        if (params or {}).get("limit") == 1:
+        if (params or {}).get("limit") == 1 and sizes is None:  # a list page asks for sizes
             self.probes.append(path)
             return page(rv=self.current.get(path))
         self.gets.append((path, dict(params or {})))
@@ -233,22 +234,56 @@ def slices_run(clock: FakeClock) -> Run:
 
 # -- list -------------------------------------------------------------------------------------
 
-def test_list_pages_are_sized_by_bytes(clock: FakeClock) -> None:
-    """Objects of 256 KiB (annotations, managedFields): after the first page, each asks
-    for as many as PAGE_BYTES holds, not PAGE_SIZE (500 of them: 125 MB decoded whole)."""
-    run = slices_run(clock)
-    fat = [copy.deepcopy(DB_EAST) for _ in range(3)]
+def fat_slices(count: int, blob: int) -> list[dict[str, Any]]:
+    fat = [copy.deepcopy(DB_EAST) for _ in range(count)]
     for i, obj in enumerate(fat):
         obj["metadata"]["name"] = f"db-east-{i}"
-        obj["metadata"]["annotations"] = {"blob": "x" * (256 << 10)}
-    run.client.lists[run.path] = [page(fat[0], rv="10", cont="c1"),
-                                  page(fat[1], rv="10", cont="c2"), page(fat[2], rv="10")]
+        obj["metadata"]["annotations"] = {"blob": "x" * blob}
+    return fat
+
+
+def list_limits(clock: FakeClock, pages: list[list[dict[str, Any]]]) -> list[int]:
+    """The ``limit`` of each page asked for, the pages being ``pages`` (the fake client
+    reports each body's size, as the real one does)."""
+    run = slices_run(clock)
+    run.client.lists[run.path] = [page(*items, rv="10", cont=f"c{i}" if i < len(pages) - 1
+                                       else None) for i, items in enumerate(pages)]
     run.run()
-    limits = [params["limit"] for params in run.client.get_params(run.path)]
-    assert limits[0] == reflector.FIRST_PAGE
-    most = reflector.PAGE_BYTES // (256 << 10)
-    assert all(reflector.MIN_PAGE <= n <= most for n in limits[1:]), limits
-    assert sorted(run.slices()) == [f"prod/db-east-{i}" for i in range(3)]
+    assert len(run.slices()) == sum(len(items) for items in pages)
+    return [params["limit"] for params in run.client.get_params(run.path)]
+
+
+def test_list_pages_are_sized_by_bytes(clock: FakeClock) -> None:
+    """The first page asks for what PAGE_BYTES holds of the largest objects the API
+    stores (before: 10, whatever their size); each next one for what it holds at the
+    largest bytes per item seen, at most twice the page before. Objects of 256 KiB:
+    2, 4, 8, then 15 (16 of them and the page's own bytes are more than 4 MiB)."""
+    assert reflector.FIRST_PAGE == reflector.PAGE_BYTES // reflector.MAX_OBJECT_BYTES == 2
+    fat = fat_slices(20, 256 << 10)
+    limits = list_limits(clock, [fat[0:2], fat[2:6], fat[6:14], fat[14:20]])
+    per_item = len(json.dumps(page(*fat[0:2], rv="10", cont="c0"))) / 2
+    assert limits == [2, 4, 8, int(reflector.PAGE_BYTES // per_item)] == [2, 4, 8, 15]
+
+
+def test_an_object_larger_than_the_page_budget_is_listed_alone(clock: FakeClock) -> None:
+    """A limit is never 0 (the API server's "no limit"): one object over PAGE_BYTES
+    makes the next pages one object each, and it is listed."""
+    big = fat_slices(3, reflector.PAGE_BYTES + 1)
+    assert list_limits(clock, [big[0:2], big[2:3]]) == [2, 1]
+    assert reflector.page_limit(500, float(reflector.PAGE_BYTES * 10)) == 1
+    assert reflector.page_limit(1, 0.0) == 2
+
+
+def test_small_objects_double_the_page_up_to_page_size(clock: FakeClock) -> None:
+    small = [copy.deepcopy(DB_EAST) for _ in range(1100)]
+    for i, obj in enumerate(small):
+        obj["metadata"]["name"] = f"db-east-{i}"
+    pages, at, size = [], 0, reflector.FIRST_PAGE
+    while at < len(small):
+        pages.append(small[at:at + size])
+        at += size
+        size = min(2 * size, reflector.PAGE_SIZE)
+    assert list_limits(clock, pages) == [2, 4, 8, 16, 32, 64, 128, 256, 500, 500]
 
 
 @pytest.mark.timeout(10)
@@ -265,11 +300,11 @@ def test_list_pagination(clock: FakeClock, make: Callable[[FakeClock], Run],
                                   page(items[2], rv="12")]
     run.run()
     base = {"labelSelector": selector} if selector else {}
-    # Small objects: a first page of FIRST_PAGE, then full pages (sized by bytes)
+    # Small objects: a first page of FIRST_PAGE, then twice the page before
     assert run.client.get_params(run.path) == [
         base | {"limit": reflector.FIRST_PAGE},
-        base | {"limit": reflector.PAGE_SIZE, "continue": "c1"},
-        base | {"limit": reflector.PAGE_SIZE, "continue": "c2"}]
+        base | {"limit": 2 * reflector.FIRST_PAGE, "continue": "c1"},
+        base | {"limit": 4 * reflector.FIRST_PAGE, "continue": "c2"}]
     got = run.imports() if make is imports_run else run.slices()
     assert sorted(got) == sorted(f"{o['metadata']['namespace']}/{o['metadata']['name']}"
                                  for o in items)
