@@ -68,7 +68,8 @@ def test_fat_objects_cost_no_more_memory_than_the_zone_they_make(
             figures
 
 
-LABELS = 80_000  # about 1.2 MB an object (etcd keeps 1.5 MiB): as many as the API allows
+LABELS = 60_000  # about 0.9 MB an object (etcd keeps 1.5 MiB; the API server validates
+# each label: many more take it past its request timeout on a loaded machine)
 
 
 class Recording:
@@ -98,12 +99,12 @@ class Recording:
 
 def test_labels_by_the_ten_thousand_are_never_kept_and_pages_fit_the_budget(
         api: KubeAPI, namespace: str) -> None:
-    """Ten slices of 80,000 labels each, listed and watched by a reflector on the real
+    """Ten slices of 60,000 labels each, listed and watched by a reflector on the real
     client: each page asks for what the byte budget holds from the first one on (before:
     10 whatever their size), never 0 (no limit), and every object the reflector gets
     keeps only the MCS labels (before: every label, a page's worth at once: ten such
     slices raised the peak from 46 to 134 MiB)."""
-    write_objects(api, namespace, 10, 0, labels=LABELS)
+    write_objects(api, namespace, 10, 0, labels=LABELS, threads=2)
     mcs = {SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL}
 
     async def main() -> None:
@@ -115,7 +116,7 @@ def test_labels_by_the_ten_thousand_are_never_kept_and_pages_fit_the_budget(
         try:
             await relist.relist()
             assert len(relist.known) == 10 and len(applied) == 10
-            write_objects(api, namespace, 1, 0, generation=1, labels=LABELS)
+            write_objects(api, namespace, 1, 0, generation=1, labels=LABELS, threads=1)
             watching = asyncio.ensure_future(relist.watch())
             for _ in range(600):
                 if recording.events:
@@ -128,7 +129,7 @@ def test_labels_by_the_ten_thousand_are_never_kept_and_pages_fit_the_budget(
         sizes = [size for _, size, _ in recording.pages]
         assert limits[0] == FIRST_PAGE and all(limit >= 1 for limit in limits), limits
         assert all(size <= PAGE_BYTES for size in sizes), (limits, sizes)
-        assert min(sizes) > 1_000_000  # the objects are that large
+        assert min(sizes) > 800_000  # the objects are that large
         items = [item for _, _, answer in recording.pages for item in answer["items"]]
         assert len(items) == 10
         for obj in [*items, *(event["object"] for event in recording.events)]:
