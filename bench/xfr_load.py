@@ -179,14 +179,19 @@ def axfr_phase(port: int, transfers: int, seconds: float) -> dict[str, Any]:
     done = 0
     size = 0
     stop = time.monotonic() + seconds
+    # Client i asks from 127.0.0.(2 + i): one address runs at most a quarter of the
+    # server's transfers at once.
+    def start(i: int) -> tuple[int, subprocess.Popen[str]]:
+        return i, subprocess.Popen([*command, "-b", f"127.0.0.{2 + i}"],
+                                   stdout=subprocess.PIPE, text=True)
+
     with Prober(port) as prober:
-        running = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-                   for _ in range(transfers)]
+        running = [start(i) for i in range(transfers)]
         while running:
             still = []
-            for proc in running:
+            for i, proc in running:
                 if proc.poll() is None:
-                    still.append(proc)
+                    still.append((i, proc))
                     continue
                 out = proc.stdout.read() if proc.stdout else ""
                 match = re.search(r"XFR size: \d+ records \(messages \d+, bytes (\d+)\)", out)
@@ -194,10 +199,10 @@ def axfr_phase(port: int, transfers: int, seconds: float) -> dict[str, Any]:
                     done += 1
                     size = int(match.group(1))
                 if time.monotonic() < stop:
-                    still.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+                    still.append(start(i))
             running = still
             if time.monotonic() > stop + 300:
-                for proc in running:
+                for _, proc in running:
                     proc.kill()
                 break
             time.sleep(0.01)
@@ -236,10 +241,12 @@ def flood_phase(port: int, seconds: float) -> dict[str, Any]:
     return prober.figures() | {"datagrams": FLOOD, "send_seconds": round(send_seconds, 3)}
 
 
-def stalled_axfr(port: int) -> socket.socket:
+def stalled_axfr(port: int, i: int = 0) -> socket.socket:
+    """A client that never reads, from 127.0.0.(2 + i) (see axfr_phase)."""
     query = dns.message.make_query(ZONE, "AXFR").to_wire()
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.bind((f"127.0.0.{2 + i}", 0))
     sock.connect(("127.0.0.1", port))
     sock.sendall(len(query).to_bytes(2, "big") + query)
     return sock
@@ -251,7 +258,7 @@ def memory_phase(pid: int, port: int, objects: Path, transfers: int) -> dict[str
     held = [stalled_axfr(port)]
     time.sleep(2)
     one = rss_kib(pid)
-    held += [stalled_axfr(port) for _ in range(transfers - 1)]
+    held += [stalled_axfr(port, i) for i in range(1, transfers)]
     time.sleep(3)
     many = rss_kib(pid)
     before = serial_of(port)

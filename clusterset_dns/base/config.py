@@ -266,6 +266,10 @@ class Config:
     journal_changes: int = flag(
         100, "zone changes kept for IXFR (older ones: a full transfer)", parse=int,
         bounds=(0, 1000000), metavar="N")
+    xfr_timeout: float = flag(
+        300.0, "seconds a zone transfer may last in all; then its connection is closed (a "
+        "client reading slowly cannot hold a transfer slot for longer)", parse=float,
+        bounds=(1, 86400), metavar="SECONDS")
     # dnstap (process/dnstap.py; docs/operations.md).
     dnstap: DnstapTarget | None = flag(
         None, "send every answer as dnstap AUTH_QUERY and AUTH_RESPONSE messages (Frame "

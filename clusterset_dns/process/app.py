@@ -137,7 +137,7 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
         from clusterset_dns.transfers import keyfile, xfr
         key = keyfile.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
         transfers = xfr.Transfers(cache.zone, journal, config.allow_transfer, key,
-                                  xfr.Counts(stats.transfers))
+                                  xfr.Counts(stats.transfers), timeout=config.xfr_timeout)
         # Signed SOA checks get signed answers.
         handler = Handler(cache.zone, config.edns_udp_size, stats, transfers.udp,
                           transfers if key is not None else None)

@@ -146,7 +146,7 @@ class ServerCollector(Collector):
         transfers = CounterMetricFamily(
             "clusterset_dns_transfers", "Zone transfers asked for, by type (axfr, ixfr; "
             "signed: a TSIG-signed query that is not a transfer) and result (full, "
-            "incremental, uptodate, refused, notauth, formerr, busy, udp-truncated, "
+            "incremental, uptodate, refused, notauth, formerr, busy, timeout, udp-truncated, "
             "udp-limited, signed, limited)",
             labels=["type", "result"])
         totals: dict[tuple[str, str], int] = {}

@@ -364,6 +364,10 @@ class TCPProtocol(asyncio.BufferedProtocol):
             await coro
         except (ConnectionError, asyncio.CancelledError):
             return
+        except TimeoutError:  # over --xfr-timeout: the stream stops mid-transfer, so close
+            if self.transport is not None:
+                self.transport.abort()
+            return
         except Exception:  # a bug costs this transfer, never the connection's owner
             log.exception("zone transfer failed")
             if self.transport is not None:

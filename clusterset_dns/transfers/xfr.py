@@ -20,7 +20,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Iterator
-from ipaddress import ip_address
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any, Protocol
 
 import dns.exception
@@ -34,6 +34,7 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TSIG
 import dns.tsig
 
+from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.base.config import Network
 from clusterset_dns.transfers import zonedata
 from clusterset_dns.transfers.journal import Diff, Journal
@@ -47,6 +48,11 @@ MAX_MESSAGE = 65535
 TSIG_ROOM = 512  # kept free in every signed message for the TSIG record
 FUDGE = 300
 MAX_TRANSFERS = 16  # concurrent transfers per process; more are answered SERVFAIL
+# Slow readers (each reading just enough never to be idle) must not hold every slot:
+# one client address runs at most a quarter of them, and the last slot is only for an
+# address running none; each transfer lasts at most --xfr-timeout in all.
+PER_CLIENT_SHARE = 4
+TIMEOUT = 300.0  # --xfr-timeout's default: 16 AXFRs of 200 MB at once take about 100 s
 # A transfer's turn on the loop (see Transfers._send_zone): measured, 16 concurrent
 # AXFRs of a 6 MB zone then add about a turn to other answers' wait.
 STEP_SECONDS = 0.0005
@@ -352,7 +358,10 @@ class Turns:
 class Transfers:
     def __init__(self, zone: Zone, journal: Journal, allow: tuple[Network, ...],
                  key: dns.tsig.Key | None, counts: Counts,
-                 max_transfers: int = MAX_TRANSFERS, limit: RateLimit | None = None) -> None:
+                 max_transfers: int = MAX_TRANSFERS, limit: RateLimit | None = None,
+                 timeout: float = TIMEOUT, clock: Clock = SYSTEM) -> None:
+        """``timeout``: seconds a transfer may last in all (--xfr-timeout); then it
+        raises TimeoutError, and the transport closes the connection."""
         self.zone = zone
         self.journal = journal
         self.allow = allow
@@ -360,7 +369,11 @@ class Transfers:
         self.keyring = {key.name: key} if key is not None else None
         self.counts = counts
         self.max_transfers = max_transfers
+        self.per_client = max(1, max_transfers // PER_CLIENT_SHARE)
         self.active = 0
+        self.running: dict[str, int] = {}  # client address -> its transfers running
+        self.timeout = timeout
+        self.clock = clock
         self.apex = _name(zone.apex_wire)
         self.limit = limit if limit is not None else RateLimit()
         # Bytes a TSIG record of our key takes in an answer (handler.Signer).
@@ -377,13 +390,13 @@ class Transfers:
         return self._run(message, qtype, peer, sender)
 
     def allowed(self, peer: str) -> bool:
-        try:
-            address = ip_address(peer.split("%")[0])
-        except ValueError:
-            return False
-        if address.version == 6 and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return any(address in network for network in self.allow)
+        address = _address(peer)
+        return address is not None and any(address in network for network in self.allow)
+
+    def _slot(self, mine: int) -> bool:
+        """Whether a client running ``mine`` transfers may start one more."""
+        active, most = self.active, self.max_transfers
+        return mine < self.per_client and (active < most - 1 or (active < most and not mine))
 
     # -- checks shared by TCP and UDP ------------------------------------------------------
 
@@ -540,15 +553,42 @@ class Transfers:
         if isinstance(query, bytes):
             await sender.send(query)
             return
-        if self.active >= self.max_transfers:
+        client = str(_address(peer) or peer)
+        mine = self.running.get(client, 0)
+        if not self._slot(mine):
             self.counts.add(kind, "busy")
             await sender.send(_error(message, dns.rcode.SERVFAIL))
             return
         self.active += 1
+        self.running[client] = mine + 1
+        # The transfer runs in this task (nothing of it outlives the connection); a
+        # timer on the injected clock cancels it at --xfr-timeout.
+        task = asyncio.current_task()
+        assert task is not None
+        expired: list[bool] = []
+
+        async def expire() -> None:
+            await self.clock.sleep(self.timeout)
+            expired.append(True)
+            task.cancel()
+
+        timer = asyncio.ensure_future(expire())
         try:
             await self._send_zone(query, kind, sender)
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            task.uncancel()
+            self.counts.add(kind, "timeout")
+            log.info("%s to %s cut: not done within --xfr-timeout %gs", kind.upper(), peer,
+                     self.timeout)
+            raise TimeoutError(f"{kind.upper()} not done within {self.timeout:g}s") from None
         finally:
+            timer.cancel()
             self.active -= 1
+            left = self.running.pop(client) - 1
+            if left:
+                self.running[client] = left
 
     def _take(self) -> Snapshot:
         """The snapshot of the zone as it is now, shared by every transfer that runs
@@ -658,6 +698,17 @@ class Transfers:
                   + rdata)
         arcount = struct.unpack_from("!H", message, 10)[0] + 1
         return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record, ctx
+
+
+def _address(peer: str) -> IPv4Address | IPv6Address | None:
+    """The client's address (an IPv4-mapped one as IPv4), None when not one."""
+    try:
+        address = ip_address(peer.split("%")[0])
+    except ValueError:
+        return None
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _question(query: dns.message.Message) -> bytes:

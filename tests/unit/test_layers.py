@@ -71,8 +71,8 @@ ALLOWED: dict[str, set[str]] = {
     "transfers": set(),
     "transfers.zonedata": {"zone.cache", "zone.rrs", "zone.wire"},
     "transfers.journal": {"zone.cache", "zone.rrs", "zone.wire"},
-    "transfers.xfr": {"base.config", "transfers.journal", "transfers.zonedata", "zone.cache",
-                      "zone.rrs", "zone.wire"},
+    "transfers.xfr": {"base.clock", "base.config", "transfers.journal", "transfers.zonedata",
+                      "zone.cache", "zone.rrs", "zone.wire"},
     "transfers.notify": {"base.clock", "base.config"},
     "transfers.keyfile": {"base.config"},
     # process: lifespan, flags, workers, operations

@@ -222,7 +222,8 @@ def test_concurrent_transfers_take_turns_and_each_is_whole(
     senders = [Collect() for _ in range(8)]
 
     async def main() -> None:
-        coros = [transfers.start(query, "127.0.0.1", s) for s in senders]
+        # From distinct addresses: one address runs at most a quarter of the slots.
+        coros = [transfers.start(query, f"127.0.0.{i + 1}", s) for i, s in enumerate(senders)]
         await asyncio.gather(*[c for c in coros if c is not None])
 
     loop = asyncio.new_event_loop()
@@ -282,7 +283,8 @@ def test_transfers_of_one_version_share_one_snapshot(monkeypatch: pytest.MonkeyP
                 await super().send(message)
 
         senders = [Gated() for _ in range(5)]
-        coros = [transfers.start(query, "127.0.0.1", s) for s in senders]
+        # From distinct addresses: one address runs at most a quarter of the slots.
+        coros = [transfers.start(query, f"127.0.0.{i + 1}", s) for i, s in enumerate(senders)]
         await asyncio.wait_for(asyncio.gather(*[c for c in coros if c is not None]), 30)
         assert all(s.messages == senders[0].messages for s in senders)
 

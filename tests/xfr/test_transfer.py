@@ -261,9 +261,10 @@ def test_slow_and_many_transfers_do_not_stall_answers(tmp_path: Path) -> None:
         stalled: list[socket.socket] = []
         try:
             query = dns.message.make_query(ZONE, "AXFR").to_wire()
-            for _ in range(24):  # more than the 16 concurrent transfers allowed
+            for i in range(24):  # more than the 16 concurrent transfers allowed
                 sock = socket.socket()
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.bind((f"127.0.0.{2 + i}", 0))  # one address runs at most 4
                 sock.connect((srv.host, srv.port))
                 sock.sendall(len(query).to_bytes(2, "big") + query)
                 stalled.append(sock)  # never read
