@@ -81,7 +81,11 @@ def main() -> int:
         api.install_crds(["mcs-api-v0.5.0"])
         started = time.monotonic()
         write_objects(api, "thin", args.slices, 0)
-        write_objects(api, "fat", args.slices, args.annotation_kib, labels=args.labels)
+        # Many labels are validated one by one: a few writes at a time stay within the
+        # API server's request timeout.
+        threads = 2 if args.labels else 8
+        write_objects(api, "fat", args.slices, args.annotation_kib, labels=args.labels,
+                      threads=threads)
         print(f"wrote 2 x {args.slices} slices in {time.monotonic() - started:.0f} s")
         servers = [(ns, label, Checkout(repo, "--kubeconfig", str(api.kubeconfig),
                                          "--namespace", ns, "--startup-timeout", "600"))
@@ -99,7 +103,7 @@ def main() -> int:
                              "rss_listed_mib": mib(listed["VmRSS"])})
             write_objects(api, "thin", args.slices, 0, generation=1)
             write_objects(api, "fat", args.slices, args.annotation_kib, generation=1,
-                          labels=args.labels)
+                          labels=args.labels, threads=threads)
             service, address = last_address(args.slices, 1)
             for (ns, _, server), row in zip(servers, rows, strict=True):
                 name = f"{service}.{ns}.svc.clusterset.local."
