@@ -217,3 +217,34 @@ def test_a_400_does_not_echo_a_long_name() -> None:
 def test_missing_name_is_400() -> None:
     reply = run(ExplainEndpoint(build_cache()).route({}))
     assert reply.status == 400 and "no name" in json.loads(reply.body)["error"]
+
+
+def test_dns_account_hides_what_no_name_serves() -> None:
+    """Local-first: an endpoint of a slice with no cluster id in a lower tier has no
+    endpoint name and is not in the service's answers, so no DNS question gives it; a
+    named one of a lower tier is listed (its name resolves), left out of this answer."""
+    from clusterset_dns.sources import convert
+    from clusterset_dns.zone.cache import ReplaceImports, ReplaceSlices, SetSynced
+    from clusterset_dns.zone.names import ZoneNames
+
+    imp = convert.service_import(service_import("near", NS, "Headless", ports=[HTTP],
+                                                traffic_distribution="PreferClose"))
+    pieces = [convert.endpoint_slice(endpoint_slice(
+                  slice_name, "near", NS, cluster, endpoints=[endpoint(ip, hostname=host)],
+                  ports=[HTTP]))
+              for slice_name, cluster, ip, host in (("near-e", "east", "10.81.0.1", "e-0"),
+                                                    ("near-w", "west", "10.81.1.1", "w-0"),
+                                                    ("near-x", None, "10.81.2.1", None))]
+    cache = Cache(ZoneNames("clusterset.local"), 5, cluster_id="east")
+    cache.apply([ReplaceImports({(NS, "near"): imp}),
+                 ReplaceSlices({(p.namespace, p.name): p for p in pieces if p is not None}),
+                 SetSynced(True)])
+
+    def rows(full: bool) -> dict[str, tuple[bool, str]]:
+        result = explain.explain(cache, name("near"), "A", full=full)
+        return {e["addresses"][0]: (e["served"], e["reason"])
+                for s in result["service"]["slices"] for e in s["endpoints"]}
+
+    lower = "local-first tier 1: the service's addresses are tier 0's"
+    assert rows(full=False) == {"10.81.0.1": (True, ""), "10.81.1.1": (False, lower)}
+    assert set(rows(full=True)) == {"10.81.0.1", "10.81.1.1", "10.81.2.1"}
