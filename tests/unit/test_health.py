@@ -108,3 +108,25 @@ def test_at_the_cap_with_every_request_arrived_a_new_connection_is_refused() -> 
         assert errors == []  # refused on purpose, not by a handler that failed
 
     asyncio.run(main())
+
+
+def test_the_query_string_reaches_the_route_and_a_silent_client_is_cut() -> None:
+    async def main() -> None:
+        errors = errors_of(asyncio.get_running_loop())
+        seen: list[dict[str, str]] = []
+        endpoints = health.HTTPEndpoints(4, timeout=0.2)
+        routes: dict[str, health.Route] = {
+            "/explain": lambda params: (seen.append(dict(params)) or 200, "text/plain", b"")}
+        await endpoints.serve(("127.0.0.1", 0), routes)
+        port = endpoints.servers[0].sockets[0].getsockname()[1]
+        r, w = await connect(port, "/explain?name=a.b&type=AAAA&name=c")
+        assert (await whole_answer(r)).startswith(b"HTTP/1.1 200 OK")
+        assert seen == [{"name": "c", "type": "AAAA"}]  # the last of each name
+        silent_r, silent_w = await connect(port, None)  # never sends its request
+        assert await closed(silent_r)  # cut at the exchange's timeout
+        for writer in (w, silent_w):
+            writer.close()
+        await endpoints.stop()
+        assert errors == []
+
+    asyncio.run(main())
