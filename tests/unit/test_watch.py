@@ -992,39 +992,18 @@ def test_rejections_reach_the_cache_and_leave_with_their_object(clock: FakeClock
         (("prod", "otherbad"), ""), (("prod", "otherbad"), reason)]
 
 
-def _fat(name: str, size: int) -> dict[str, Any]:
-    obj = copy.deepcopy(DB_EAST)
-    obj["metadata"]["name"] = name
-    obj["metadata"]["annotations"] = {"blob": "x" * size}
-    return obj
-
-
-def test_list_page_sizes_follow_the_largest_objects_and_are_never_unlimited(
-        clock: FakeClock) -> None:
+def test_list_page_sizes_follow_the_largest_objects_seen_so_far(clock: FakeClock) -> None:
     """Pages of varying object sizes: each next limit is what PAGE_BYTES holds of the
-    largest objects seen so far (never growing back after a page of large ones), within
-    PAGE_SIZE; an object larger than PAGE_BYTES asks for MIN_PAGE, never 0 (to the API
-    server a limit of 0 is no limit: the whole list in one response)."""
-    run = slices_run(clock)
-    over = reflector.PAGE_BYTES + (1 << 20)
-    pages = [[_fat("a0", 100), _fat("a1", 100)],            # small
-             [_fat("b0", 100 << 10), _fat("b1", 100 << 10)],  # 100 KiB each
-             [_fat("c0", 100), _fat("c1", 100)],            # small again
-             [_fat("d0", over)],                            # one over the budget
-             [_fat("e0", 100)],
-             [_fat("f0", 100)]]
-    run.client.lists[run.path] = [page(*items, rv="10", cont=f"c{i}" if i < len(pages) - 1
-                                       else None) for i, items in enumerate(pages)]
-    run.run()
-    limits = [params["limit"] for params in run.client.get_params(run.path)]
-    per_item_b = len(json.dumps(page(*pages[1], rv="10", cont="c1"))) / 2
-    assert limits == [reflector.FIRST_PAGE,
-                      reflector.PAGE_SIZE,                          # small: the cap
-                      int(reflector.PAGE_BYTES / per_item_b),       # 100 KiB: about 40
-                      int(reflector.PAGE_BYTES / per_item_b),       # not back up
-                      reflector.MIN_PAGE,                           # over: not 0
-                      reflector.MIN_PAGE]
-    assert 30 < limits[2] < 45 and all(n > 0 for n in limits)
-    # every object listed is served (they share one service; the slices merge)
-    assert sorted(run.slices()) == sorted(f"prod/{items[0]['metadata']['name'][0]}{i}"
-                                          for items in pages for i in range(len(items)))
+    largest objects seen in any page so far (a page of small ones after large ones does
+    not raise it past that), doubling at most; an object over the budget makes it 1,
+    never 0 (no limit, to the API server), and the small ones after it stay at 1."""
+    small = fat_slices(12, 100)
+    large = fat_slices(2, 100 << 10)
+    over = fat_slices(1, reflector.PAGE_BYTES + (1 << 20))
+    for i, obj in enumerate([*large, *over]):
+        obj["metadata"]["name"] = f"big-{i}"
+    pages = [small[0:2], large, small[2:4], small[4:6], small[6:8], over, small[8:9]]
+    limits = list_limits(clock, pages)
+    per_item = len(json.dumps(page(*large, rv="10", cont="c1"))) / 2
+    at_large = int(reflector.PAGE_BYTES // per_item)
+    assert limits == [reflector.FIRST_PAGE, 4, 8, 16, 32, at_large, 1] and at_large == 40
