@@ -256,3 +256,51 @@ def test_requests_and_ede_are_counted_on_every_path() -> None:
     assert families["clusterset_dns_responses_total"][("NXDOMAIN",)] == 4
     assert families["clusterset_dns_imports"] == {("served",): 2, ("no_endpoint",): 2,
                                                   ("rejected",): 0}
+
+
+def _down(name: str, cluster: str | None, count: int = 1) -> dict[str, Any]:
+    return endpoint_slice(f"e-{cluster}", "e", cluster=cluster, ports=[port(80, "TCP", "web")],
+                          endpoints=[endpoint(f"10.8.{i}.1", ready=False) for i in range(count)])
+
+
+E = f"e.prod.{Z}"
+TWO = [endpoint_slice(f"e-a-{i}", "e", cluster="a", ports=[port(80, "TCP", "web")],
+                      endpoints=[endpoint(f"10.9.0.{i}", hostname="h", ready=False)])
+       for i in (1, 2)]
+# (what, the slices of Headless import e (port web/TCP 80), name, type, the EDE text)
+TEXTS: list[tuple[str, list[dict[str, Any]], str, str, str]] = [
+    ("three clusters are all named", [_down("c", "c"), _down("a", "a", 2), _down("b", "b")],
+     E, "A", "no ready endpoint: 4 not ready (a 2, b 1, c 1)"),
+    ("a fourth is counted, not named",
+     [_down("a", "a"), _down("b", "b"), _down("c", "c"), _down("d", "d", 3)],
+     E, "A", "no ready endpoint: 6 not ready (a 1, b 1, c 1, +1 more)"),
+    ("a slice without a cluster id", [_down("x", None, 2)], E, "A",
+     "no ready endpoint: 2 not ready ((no cluster id) 2)"),
+    ("slices that list no endpoint", [_down("a", "a", 0), _down("b", "b", 0)], E, "A",
+     "no ready endpoint: its EndpointSlices list no endpoint"),
+    # the port names of the service carry the service's reason
+    ("the port name", [_down("a", "a"), _down("b", "b")], f"_web._tcp.{E}", "SRV",
+     "no ready endpoint: 2 not ready (a 1, b 1)"),
+    ("the port name, no endpoint listed", [_down("a", "a", 0)], f"_web._tcp.{E}", "SRV",
+     "no ready endpoint: its EndpointSlices list no endpoint"),
+    # two slices of one cluster, each with a not-ready endpoint named h: counted
+    # together; the endpoint's name keeps the first slice's reason
+    ("two slices of a cluster: the service", TWO, E, "A",
+     "no ready endpoint: 2 not ready (a 2)"),
+    ("two slices of a cluster: the cluster", TWO, f"a.{E}", "SRV",
+     "no ready endpoint in cluster a: 2 not ready"),
+    ("two slices of a cluster: the endpoint", TWO, f"h.a.{E}", "A",
+     "endpoint not ready (EndpointSlice prod/e-a-1)"),
+]
+
+
+@pytest.mark.parametrize(("what", "slices", "qname", "qtype", "text"), TEXTS,
+                         ids=[t[0] for t in TEXTS])
+def test_the_texts_of_an_import_without_a_ready_endpoint(
+        what: str, slices: list[dict[str, Any]], qname: str, qtype: str, text: str) -> None:
+    imp = service_import("e", type_="Headless", ports=[port(80, "TCP", "web")])
+    handler = Handler(build_cache([imp], slices).zone, DEFAULT_UDP_CAP)
+    response = handler.handle(query(qname, qtype, edns=0), False)
+    assert response is not None
+    assert dns.message.from_wire(response).rcode() == dns.rcode.NXDOMAIN
+    assert ede_of(response) == (0, text)
