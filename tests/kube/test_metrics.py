@@ -3,6 +3,7 @@ of an annotated EndpointSlice, imports by state, requests and EDE by code."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import dns.message
@@ -21,33 +22,43 @@ HISTOGRAM = "clusterset_dns_dns_programming_duration_seconds"
 
 def test_programming_duration_from_the_trigger_time(api: KubeAPI, namespace: str,
                                                     server_for: type[ServerProcess]) -> None:
-    """A slice written with a trigger time 30 s in the past is observed once, in the
-    Headless kind, between 30 s and 30 s plus the time the test took; a slice without
-    the annotation is not observed at all."""
-    server = server_for().start()
-    server.wait_ready()
+    """A slice last changed two days before the server started is not observed (not a
+    delay of ours: before, a 172,801 s observation at every start); one written with a
+    trigger time after the start is observed once, in the Headless kind, between its
+    age when written and that plus the time the test took; a slice without the
+    annotation is not observed at all."""
     db = fqdn("db", namespace)
     api.apply(service_import("db", namespace, ports=[HTTP], type_="Headless"))
+    old = endpoint_slice("db-old", "db", namespace, "west",
+                         endpoints=ready_endpoints(["10.30.0.8"]), ports=[HTTP])
+    old["metadata"]["annotations"] = {
+        TRIGGER: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 172_800))}
+    api.apply(old)
+    server = server_for().start()
+    server.wait_ready()
+    ready = time.time()  # after the server started
     plain = endpoint_slice("db-plain", "db", namespace, "east",
                            endpoints=ready_endpoints(["10.30.0.9"]), ports=[HTTP])
     api.apply(plain)
-    expect(server, db, "A", "NOERROR", a(db, "10.30.0.9"))
+    expect(server, db, "A", "NOERROR", a(db, "10.30.0.8", "10.30.0.9"))
     assert server.metric(f"{HISTOGRAM}_count") == 0
+    # The annotation has whole seconds: the next one after the server was ready.
+    trigger = math.floor(ready) + 1
+    time.sleep(max(0.0, trigger + 1 - time.time()))
     started = time.time()
     piece = endpoint_slice("db-east", "db", namespace, "east",
                            endpoints=ready_endpoints(["10.30.0.1"]), ports=[HTTP])
     piece["metadata"]["annotations"] = {
-        TRIGGER: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started - 30))}
+        TRIGGER: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(trigger))}
     api.apply(piece)
-    expect(server, db, "A", "NOERROR", a(db, "10.30.0.1", "10.30.0.9"))
+    expect(server, db, "A", "NOERROR", a(db, "10.30.0.1", "10.30.0.8", "10.30.0.9"))
     wait_for(lambda: server.metric(f"{HISTOGRAM}_count", service_kind="Headless") == 1, 10,
              "one observation")
     took = time.time() - started
     total = server.metric(f"{HISTOGRAM}_sum", service_kind="Headless")
-    # The annotation has whole seconds: the trigger lies up to 1 s before started - 30.
-    assert 30 <= total <= 31 + took, total
-    assert server.metric(f"{HISTOGRAM}_bucket", service_kind="Headless", le="30.0") == 0
-    assert server.metric(f"{HISTOGRAM}_bucket", service_kind="Headless", le="60.0") == 1
+    assert started - trigger <= total <= started - trigger + took, total
+    assert server.metric(f"{HISTOGRAM}_bucket", service_kind="Headless", le="0.5") == 0
+    assert server.metric(f"{HISTOGRAM}_bucket", service_kind="Headless", le="300.0") == 1
     # The same object again (a relist, an update of another field): not observed twice.
     piece["metadata"].setdefault("labels", {})["unrelated"] = "x"
     api.apply(piece)
