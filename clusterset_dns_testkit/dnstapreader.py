@@ -107,7 +107,10 @@ class Reader:
         return f"tcp:127.0.0.1:{self.port}" if self.tcp else f"unix:{self.socket}"
 
     def __enter__(self) -> Reader:
-        return self.start()
+        """Starts the reader unless it runs (``with Reader(...).start():`` is fine too)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.kill()

@@ -61,7 +61,7 @@ class Tap:
         self.closed = asyncio.Event()  # stop() was called: ends a wait between tries
         self.connected = False
         self.task: asyncio.Task[None] | None = None
-        self._heads: dict[tuple[bool, str, int], bytes] = {}
+        self._heads: dict[tuple[bool, str, int], tuple[bytes, bytes]] = {}
 
     @classmethod
     def from_config(cls, config: Config, stats: Stats, clock: Clock = SYSTEM) -> Tap:
@@ -209,8 +209,8 @@ class Tap:
             if head is None:
                 if len(heads) >= 4096:  # clients are many; a few are busy
                     heads.clear()
-                head = heads[key] = wire.peer_head(tcp, peer[0], peer[1])
-            out.append(frames(head, started + offset, query, answered + offset, response))
+                head = heads[key] = wire.Encoder.heads(wire.peer_head(tcp, peer[0], peer[1]))
+            frames(out, head, started + offset, query, answered + offset, response)
             count += 1 if response is None else 2
         self.stats.dnstap_sent += count
         return b"".join(out)

@@ -118,47 +118,56 @@ _TABLE = 1 << 14
 
 
 class Encoder:
-    """An answer's two data frames in one call: the same bytes as data_frame(dnstap(
-    preamble, query_message(...))) and its response_message twin, with the per-answer
-    function calls folded (the sender encodes every answer: this is its cost)."""
+    """An answer's two data frames, as pieces appended to the caller's list (joined
+    once a batch): the same bytes as data_frame(dnstap(preamble, query_message(...)))
+    and its response_message twin. Every length is worked out from the pieces' lengths,
+    so nothing is copied before the batch's one join (the sender encodes every answer:
+    this is its cost)."""
 
-    __slots__ = ("_pre", "_sec", "_sec_bytes")
+    __slots__ = ("_pre", "_sec", "_sec_bytes", "_tail")
 
     def __init__(self, preamble_bytes: bytes) -> None:
         if not _VARINTS:
             _VARINTS.extend(varint(n) for n in range(_TABLE))
-        self._pre = preamble_bytes
+        self._pre = preamble_bytes + b"\x72"  # ... then the Message's length and bytes
         self._sec = -1
         self._sec_bytes = b""
+
+    @staticmethod
+    def heads(head: bytes) -> tuple[bytes, bytes]:
+        """The starts of a query's and a response's Message from peer_head()'s bytes."""
+        return b"\x08\x01" + head, b"\x08\x02" + head
 
     def _seconds(self, sec: int) -> bytes:
         if sec != self._sec:  # most answers of a batch share their second
             self._sec, self._sec_bytes = sec, varint(sec)
         return self._sec_bytes
 
-    def frames(self, head: bytes, query_ns: int, query: bytes, response_ns: int,
-               response: bytes | None) -> bytes:
-        """AUTH_QUERY's frame, then (unless ``response`` is None) AUTH_RESPONSE's."""
-        pre, pack, table = self._pre, _FIXED32.pack, _VARINTS
+    def frames(self, out: list[bytes], heads: tuple[bytes, bytes], query_ns: int, query: bytes,
+               response_ns: int, response: bytes | None) -> None:
+        """Appends AUTH_QUERY's frame, then (unless ``response`` is None) AUTH_RESPONSE's;
+        ``heads``: :meth:`heads` of the client."""
+        pre, pack, table, length = self._pre, _FIXED32.pack, _VARINTS, _LENGTH.pack
+        qhead, rhead = heads
         qsec, qnsec = divmod(query_ns, 1_000_000_000)
         stamp = b"\x40" + self._seconds(qsec) + b"\x4d" + pack(qnsec)
         n = len(query)
-        message = b"".join((b"\x08\x01", head, stamp, b"\x52",
-                            table[n] if n < _TABLE else varint(n), query))
-        n = len(message)
-        body = b"".join((pre, b"\x72", table[n] if n < _TABLE else varint(n), message,
-                         b"\x78\x01"))
+        vq = table[n] if n < _TABLE else varint(n)
+        # the Message: its head, the time, field 10 (key, length, bytes)
+        m = len(qhead) + len(stamp) + 1 + len(vq) + n
+        vm = table[m] if m < _TABLE else varint(m)
+        out += (length(len(pre) + len(vm) + m + 2), pre, vm, qhead, stamp, b"\x52", vq, query,
+                b"\x78\x01")
         if response is None:
-            return _LENGTH.pack(len(body)) + body
+            return
         rsec, rnsec = divmod(response_ns, 1_000_000_000)
+        rstamp = b"\x60" + self._seconds(rsec) + b"\x6d" + pack(rnsec)
         n = len(response)
-        message = b"".join((b"\x08\x02", head, stamp, b"\x60", self._seconds(rsec), b"\x6d",
-                            pack(rnsec), b"\x72", table[n] if n < _TABLE else varint(n),
-                            response))
-        n = len(message)
-        second = b"".join((pre, b"\x72", table[n] if n < _TABLE else varint(n), message,
-                           b"\x78\x01"))
-        return b"".join((_LENGTH.pack(len(body)), body, _LENGTH.pack(len(second)), second))
+        vr = table[n] if n < _TABLE else varint(n)
+        m = len(rhead) + len(stamp) + len(rstamp) + 1 + len(vr) + n
+        vm = table[m] if m < _TABLE else varint(m)
+        out += (length(len(pre) + len(vm) + m + 2), pre, vm, rhead, stamp, rstamp, b"\x72", vr,
+                response, b"\x78\x01")
 
 
 def data_frame(payload: bytes) -> bytes:

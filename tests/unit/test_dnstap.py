@@ -123,7 +123,9 @@ def test_encoder_frames_are_the_messages_framed(query_size: int,
         if response is not None:
             expected += wire.data_frame(wire.dnstap(pre, wire.response_message(
                 head, query_ns, response_ns, response)))
-        assert encoder.frames(head, query_ns, query, response_ns, response) == expected
+        out: list[bytes] = []
+        encoder.frames(out, wire.Encoder.heads(head), query_ns, query, response_ns, response)
+        assert b"".join(out) == expected
 
 
 def test_no_identity_no_version_no_field() -> None:
