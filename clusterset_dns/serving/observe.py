@@ -2,8 +2,8 @@
 whatever watches answers (the query log, dnstap).
 
 Interface (``Observer``): ``observe(query, response, tcp, peer, started)``, called on
-the event loop's thread once per DNS message read from a client, after its response
-was handed to the kernel:
+the event loop's thread once per DNS message read from a client, once its response is
+made (over UDP after it was sent; over TCP before the transport writes it):
 
 - ``query``: the whole query message as received (ID included);
 - ``response``: the whole response message (ID included), or None when none was sent
@@ -19,9 +19,9 @@ Zone transfers (AXFR, and IXFR over TCP) are streams, not answers: not observed.
 
 An observer must not block (it runs between two answers) and should be cheap: it is
 called for every answer. What it raises is logged once (:func:`failed`) and otherwise
-ignored, so that a bug in it never costs an answer. Without an observer the transports take their
-usual path: no call, no clock reading, no test per packet (one per batch of up to
-64 datagrams over UDP).
+ignored, so that a bug in it never costs an answer. Without an observer the transports
+take their usual path: no call, no clock reading, no test per packet (one per batch of
+up to 64 datagrams over UDP).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any, Protocol, cast
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.observe import Observer, failed
 from clusterset_dns.serving.stats import SAMPLE_EVERY, Durations, Sampler
+from clusterset_dns.serving.udpplain import UDPReader, udp_reader
 
 log = logging.getLogger(__name__)
 
@@ -67,89 +68,6 @@ def make_socket(host: str, port: int, kind: int, reuse_port: bool) -> socket.soc
         sock.close()
         raise
     return sock
-
-
-class UDPReader:
-    """The portable path: answers a UDP socket from the loop's reader callback,
-    draining up to ``BATCH`` datagrams per wake-up with ``recvfrom``/``sendto``.
-
-    This skips the transport layer's per-datagram work (buffer management, protocol
-    dispatch), which costs more than answering a query from the ready-made cache.
-    Still on the loop thread, so updates and queries never interleave."""
-
-    kind = "recvfrom/sendto"
-    BATCH = udpbatch.BATCH  # then yield to the loop, so a flood cannot starve the watch
-    MAX_QUERY = udpbatch.MAX_QUERY
-
-    def __init__(self, sock: socket.socket, handle: Handle, observe: Observer | None = None,
-                 sampler: Sampler | None = None) -> None:
-        self.sock = sock
-        self.handle = handle
-        self.sampler = sampler
-        self.observe = observe
-        self.addr: Any = None  # the sender of the datagram being answered
-        self.sender: udpbatch.Peer = lambda: str(self.addr[0])  # asked for by an IXFR
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        loop.add_reader(self.sock.fileno(), self._readable)
-
-    def stop(self, loop: asyncio.AbstractEventLoop) -> None:
-        loop.remove_reader(self.sock.fileno())
-        self.sock.close()
-
-    def _readable(self) -> None:
-        recvfrom, sendto, handle = self.sock.recvfrom, self.sock.sendto, self.handle
-        sender, observe, sampler = self.sender, self.observe, self.sampler
-        size = self.MAX_QUERY
-        started = 0
-        timed = 0.0
-        for _ in range(self.BATCH):
-            try:
-                data, addr = recvfrom(size)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # e.g. an ICMP error queued on the socket
-                log.debug("UDP receive: %s", exc)
-                continue
-            if observe is not None:
-                started = time.perf_counter_ns()
-            if sampler is not None:
-                sampler.left -= 1
-                if sampler.left <= 0:
-                    timed = time.perf_counter()
-            self.addr = addr
-            response = handle(data, False, sender)
-            if response is not None:
-                try:
-                    sendto(response, addr)
-                except OSError as exc:  # send buffer full: UDP may drop, the client retries
-                    log.debug("UDP send to %s: %s", addr, exc)
-            if timed:
-                assert sampler is not None
-                sampler.timed(time.perf_counter() - timed)
-                timed = 0.0
-            if observe is not None:
-                try:
-                    observe(data, response, False, addr, started)
-                except Exception:
-                    failed()
-
-
-def udp_reader(sock: socket.socket, handle: Handle, mode: str,
-               remembering: udpbatch.Remembering | None = None,
-               observe: Observer | None = None, sampler: Sampler | None = None
-               ) -> UDPReader | udpbatch.BatchReader:
-    """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
-    batched where the system has it, else plain. ``observe``: see observe.Observer;
-    ``sampler``: times 1 in so many answers (stats.Sampler)."""
-    if mode != "plain":
-        reason = udpbatch.load()
-        if reason is None:
-            return udpbatch.BatchReader(sock, handle, remembering, observe, sampler)
-        if mode == "batched":
-            raise OSError(f"--udp-io batched: {reason}")
-        log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
-    return UDPReader(sock, handle, observe, sampler)
 
 
 class ConnectionStats(Protocol):

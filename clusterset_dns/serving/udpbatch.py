@@ -173,7 +173,7 @@ def _nothing_fast(rest: bytes, tcp: bool) -> None:
 class BatchReader:
     """Answers a UDP socket from the loop's reader callback, a batch per system call.
 
-    Same contract as :class:`clusterset_dns.serving.server.UDPReader` (start/stop, answers in
+    Same contract as :class:`clusterset_dns.serving.udpplain.UDPReader` (start/stop, answers in
     the loop thread); the replies of one batch leave in one ``sendmmsg``."""
 
     kind = "recvmmsg/sendmmsg"

@@ -65,7 +65,9 @@ ALLOWED: dict[str, set[str]] = {
     "serving.handler": {"serving.stats", "zone.cache", "zone.records", "zone.truncate",
                         "zone.wire"},
     "serving.observe": set(),
-    "serving.server": {"serving.observe", "serving.stats", "serving.udpbatch"},
+    "serving.server": {"serving.observe", "serving.stats", "serving.udpbatch",
+                       "serving.udpplain"},
+    "serving.udpplain": {"serving.observe", "serving.stats", "serving.udpbatch"},
     "serving.udpbatch": {"serving.observe", "serving.stats"},
     # transfers: AXFR/IXFR and NOTIFY
     "transfers": set(),
