@@ -17,9 +17,53 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* Values that end up in names, paths and flags are checked here, as far as a
+template can, so that a typo fails the install instead of a pod's start; every value
+is also quoted where it is written, so one value is one argument whatever it holds
+(a newline in a value must never add a flag such as --allow-transfer). */}}
 {{- define "clusterset-dns.checks" -}}
 {{- if not (has .Values.mode (list "deployment" "daemonset")) -}}
 {{- fail (printf "mode must be deployment or daemonset, not %q" .Values.mode) -}}
+{{- end -}}
+{{- with .Values.nameOverride -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (toString .)) -}}
+{{- fail (printf "nameOverride must be a DNS label (a-z, 0-9, -), not %q" (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- range list "replicas" "terminationGracePeriodSeconds" "lameduck" -}}
+{{- if not (or (kindIs "float64" (index $.Values .)) (kindIs "int64" (index $.Values .)) (kindIs "int" (index $.Values .))) -}}
+{{- fail (printf "%s must be a number, not %q" . (toString (index $.Values .))) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.locality.clusterId -}}
+{{- $id := toString . -}}
+{{- if or (gt (len $id) 253) (not (regexMatch "^[A-Za-z0-9_-]{1,63}(\\.[A-Za-z0-9_-]{1,63})*\\.?$" $id)) -}}
+{{- fail (printf "locality.clusterId must be a DNS name (labels of letters, digits, - and _, 1..63 each, 253 in all), not %q" $id) -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.transfer.allowTransfer -}}
+{{- if not (regexMatch "^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$" (toString .)) -}}
+{{- fail (printf "transfer.allowTransfer: %q is not a network (CIDR, e.g. 10.0.0.0/8)" (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.transfer.notify -}}
+{{- if not (regexMatch "^(\\[[0-9A-Fa-f:.]+\\]|[0-9A-Fa-f:.]+):[0-9]{1,5}$" (toString .)) -}}
+{{- fail (printf "transfer.notify: %q is not IP:PORT" (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.transfer.journalChanges -}}
+{{- if not (and (or (kindIs "float64" .) (kindIs "int64" .) (kindIs "int" .)) (eq (float64 .) (floor .))) -}}
+{{- fail (printf "transfer.journalChanges must be a whole number, not %q" (toString .)) -}}
+{{- end -}}
+{{- end -}}
+{{- $key := toString .Values.transfer.tsigKey.secretKey -}}
+{{- if or (not (regexMatch "^[-._A-Za-z0-9]+$" $key)) (has $key (list "." "..")) -}}
+{{- fail (printf "transfer.tsigKey.secretKey must be a Secret key (letters, digits, -, _, .), not %q" $key) -}}
+{{- end -}}
+{{- with .Values.transfer.tsigKey.existingSecret -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$" (toString .)) -}}
+{{- fail (printf "transfer.tsigKey.existingSecret must be a Secret name, not %q" (toString .)) -}}
+{{- end -}}
 {{- end -}}
 {{- if le (float64 .Values.terminationGracePeriodSeconds) (float64 .Values.lameduck) -}}
 {{- fail "terminationGracePeriodSeconds must be above lameduck, or a stopping pod is killed while it still answers" -}}
