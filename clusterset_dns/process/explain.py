@@ -128,15 +128,6 @@ def _ede(options: bytes) -> dict[str, Any] | None:
     return None
 
 
-def service_of(cache: Cache, name: str) -> tuple[str, str] | None:
-    """(namespace, service) of a name at or below ``<svc>.<ns>.svc.<zone>``."""
-    try:
-        labels = names.split(name)
-    except (names.InvalidName, UnicodeError):
-        return None
-    return _service_of(cache, labels)
-
-
 def _service_of(cache: Cache, labels: names.Labels) -> tuple[str, str] | None:
     svc = cache.names.svc
     if len(labels) < len(svc) + 2 or tuple(labels[-len(svc):]) != svc:

@@ -202,25 +202,3 @@ def data_text(record: Record) -> str:
     _, rtype, ttl, rdata = record
     type_text = _TYPE_TEXT.get(rtype, f"TYPE{rtype}")
     return f"{ttl} IN {type_text} {rdata_text(rtype, rdata)}"
-
-
-def response_sections(message: bytes) -> tuple[int, list[Record], list[Record], list[Record]]:
-    """(rcode, answer, authority, additional records) of a whole response, as this
-    server writes them (explain reads its own answers; OPT is an additional record
-    whose rdata holds the options). The rcode includes BADVERS's upper bits."""
-    if len(message) < 12:
-        raise DecodeError("shorter than a header")
-    flags, qd, an, ns, ar = wire.HEADER.unpack_from(message, 2)
-    offset = 12
-    for _ in range(qd):
-        _, offset = _name(message, offset)
-        offset += 4
-    sections: list[list[Record]] = [[], [], []]
-    high = 0
-    for index, count in enumerate((an, ns, ar)):
-        for _ in range(count):
-            record, offset = _record(message, offset)
-            if record.rtype == wire.OPT:
-                high = record.ttl >> 24
-            sections[index].append(record)
-    return (high << 4) | (flags & 0xF), sections[0], sections[1], sections[2]
