@@ -10,7 +10,14 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-USERS = ("clusterset_dns", "clusterset_dns_testkit", "tests", "bench")
+
+
+def repository_sources() -> list[Path]:
+    """Every Python file of the repository (the server, the testkit, the tests, the
+    benchmarks, scripts), not those of tools' hidden directories or builds."""
+    return [p for p in ROOT.rglob("*.py")
+            if not any(part.startswith(".") or part in ("build", "dist")
+                       for part in p.relative_to(ROOT).parts)]
 
 
 def defined(tree: ast.Module) -> list[str]:
@@ -34,8 +41,7 @@ def unused(sources: dict[str, str], users: str) -> list[str]:
 def test_every_module_level_name_is_used() -> None:
     sources = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
                for p in (ROOT / "clusterset_dns").rglob("*.py")}
-    users = "\n".join(p.read_text(encoding="utf-8") for d in USERS
-                      for p in (ROOT / d).rglob("*.py"))
+    users = "\n".join(p.read_text(encoding="utf-8") for p in repository_sources())
     assert unused(sources, users) == []
 
 
