@@ -65,12 +65,13 @@ def test_the_tests_of_a_file_are_those_importing_it(tmp_path: Path) -> None:
 
 def test_the_table_counts_equivalent_survivors_apart() -> None:
     results = {"clusterset_dns/zone/a.py": {
-        "commit": "abc", "mutants": 12, "killed": 9, "not_run": 1,
+        "commit": "abc", "mutants": 13, "killed": 9, "not_run": 1,
         "survivors": [{"line": 3, "mutation": "x -> y", "kind": "survived"},
-                      {"line": 4, "mutation": "p -> q", "kind": "survived"}]}}
+                      {"line": 4, "mutation": "p -> q", "kind": "survived"},
+                      {"line": 5, "mutation": "'a' -> 'XXaXX'", "kind": "log"}]}}
     equivalent = {"clusterset_dns/zone/a.py": [{"mutation": "p -> q", "why": "same bytes"}]}
     block = mutation.table(results, equivalent)
-    assert "| `zone` | 1 | 11 | 9 | 1 | 1 | 90% | 1 |" in block
+    assert "| `zone` | 1 | 12 | 9 | 1 | 1 | 1 | 90% | 1 |" in block
     assert "| `serving` | not run yet |" in block
     assert "- `clusterset_dns/zone/a.py:4` `p -> q`: same bytes" in block
     doc = f"before\n{mutation.BEGIN}\nold\n{mutation.END}\nafter\n"
@@ -89,3 +90,8 @@ def test_a_module_no_test_imports_is_judged_by_the_tests_of_its_importers(
     (tests / "test_b.py").write_text("from clusterset_dns.zone import wire\n")
     found = mutation.covering_tests(["clusterset_dns/zone/reasons.py"], tests, source)
     assert [Path(p).name for p in found] == ["test_a.py"]
+
+
+def test_survivors_in_log_calls_are_told_apart() -> None:
+    source = 'def f(x):\n    log.info("a %s",\n             x)\n    return x\n'
+    assert mutation.log_call_lines(source) == {2, 3}
