@@ -62,9 +62,10 @@ _SLOW_TYPES = frozenset({wire.ANY, wire.AXFR, wire.IXFR})  # all below 256
 # the address matters (an IXFR or a signed query over UDP: access control and rate
 # limits), so that a common query decodes none. None over TCP.
 Peer = Callable[[], str]
-# (query, peer address, UDP size limit) -> the whole IXFR response in one message, None
-# when it does not fit (TC), DROP to send nothing (see xfr.Transfers.udp); the handler
-# returns None for DROP, so no transport ever sees an empty response.
+# (query, peer address, UDP size limit) -> the whole IXFR response in one message (or,
+# to a signed query, a signed TC), None when it does not fit (TC), DROP to send nothing
+# (see xfr.Transfers.udp); the handler returns None for DROP, so no transport ever sees
+# an empty response.
 UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
 DROP = b""
 TSIG = 250
