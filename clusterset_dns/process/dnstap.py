@@ -125,8 +125,8 @@ class Tap:
                 continue
             log.info("dnstap: connected to %s", self.target)
             failing = False
-            backoff.reset()
             self.connected = True
+            since = self.clock.monotonic()
             try:
                 await self._send(reader, writer)
             except (OSError, TimeoutError, wire.ProtocolError,
@@ -137,6 +137,11 @@ class Tap:
             finally:
                 self.connected = False
                 writer.close()
+            # Only a connection that lasted resets the delays: a collector that takes the
+            # handshake and closes at once would otherwise be retried (and logged) every
+            # fraction of a second, forever.
+            if self.clock.monotonic() - since >= RETRY_CAP:
+                backoff.reset()
             if not self.closing:
                 await self.clock.wait(self.closed, backoff.next())
 

@@ -322,6 +322,48 @@ def test_reconnects_after_the_collector_goes_with_a_growing_jittered_delay() -> 
     run(body)
 
 
+def test_a_collector_that_drops_each_connection_after_the_handshake_is_retried_slower(
+) -> None:
+    """A collector that completes the handshake and closes at once, again and again: the
+    delays still double to the cap (before, each handshake reset them: a reconnection
+    and two log lines every ~0.2 s, forever); a connection that lasted the cap resets
+    them."""
+    async def body(path: str, stats: Stats, clock: FakeClock) -> None:
+        handshakes = 0
+        hold = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal handshakes
+            await dnstap.read_control(reader)
+            writer.write(wire.control_frame(wire.ACCEPT, wire.CONTENT_TYPE))
+            await dnstap.read_control(reader)  # START
+            handshakes += 1
+            if handshakes == 9:  # this one stays up until the test lets it go
+                await hold.wait()
+            writer.close()
+
+        def delays() -> list[float]:  # the waits between tries (not a connect's timeout)
+            return [d for d in clock.sleeps if d != dnstap.CONNECT_TIMEOUT]
+
+        server = await asyncio.start_unix_server(serve, path)
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 100, stats, clock)
+        tap.start()
+        await until(lambda: handshakes == 9 and tap.connected, "9 handshakes", clock)
+        window = dnstap.RETRY_FIRST
+        for delay in delays()[:8]:
+            assert window / 2 <= delay <= window, delays()
+            window = min(window * 2, dnstap.RETRY_CAP)
+        assert window == dnstap.RETRY_CAP
+        clock.advance(dnstap.RETRY_CAP)  # the ninth lasts exactly the cap: delays reset
+        hold.set()
+        await until(lambda: handshakes == 10, "the 10th handshake", clock)
+        assert dnstap.RETRY_FIRST / 2 <= delays()[-1] <= dnstap.RETRY_FIRST, delays()
+        await tap.stop()
+        server.close()
+
+    run(body)
+
+
 def test_a_collector_that_refuses_the_content_type_is_retried() -> None:
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
         collector = Collector(path, content_type=b"protobuf:other")
