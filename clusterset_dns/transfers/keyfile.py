@@ -2,9 +2,9 @@
 
 Read once at start; whatever makes it unusable (missing, not a regular file, not
 UTF-8, not that form, a bad name or base64, another algorithm, an empty or short
-secret) is a :class:`ConfigError` of one line, so the server exits 2 with that
-line and no traceback. An empty secret is what a templated Secret with an unset
-value gives: HMAC with it is no authentication at all.
+secret, changed while it was read) is a :class:`ConfigError` of one line, so the
+server exits 2 with that line and no traceback. An empty secret is what a templated
+Secret with an unset value gives: HMAC with it is no authentication at all.
 """
 
 from __future__ import annotations
@@ -31,13 +31,26 @@ def _read(path: Path) -> bytes:
     # must not hang or flood the start.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
             raise ConfigError("not a regular file")
-        data = os.read(fd, MAX_BYTES + 1)
+        data = b""
+        while len(data) <= MAX_BYTES:  # a read may return less than asked: until the end
+            more = os.read(fd, MAX_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
+        after = os.fstat(fd)
     finally:
         os.close(fd)
     if len(data) > MAX_BYTES:
         raise ConfigError(f"larger than {MAX_BYTES} bytes: not a key file")
+    # A file rewritten in place while it was read (echo ... > key) can give a prefix of
+    # the new line, which may still parse as a shorter, wrong key: what was read must be
+    # the whole file, and the file the same as before the read.
+    if (len(data), before.st_mtime_ns, before.st_ctime_ns) != (
+            after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+        raise ConfigError("the file changed while it was read; start again once it is written")
     return data
 
 

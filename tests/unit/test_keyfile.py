@@ -92,6 +92,57 @@ def serve_argv(key: Path) -> list[str]:
             "127.0.0.1", "--transfer-tsig-key", str(key)]
 
 
+def test_links_to_devices_are_refused_unread(tmp_path: Path) -> None:
+    """A link to /dev/zero or /dev/urandom (an endless file): refused as not a regular
+    file, whatever it would give."""
+    for device in ("/dev/zero", "/dev/urandom"):
+        link = tmp_path / Path(device).name
+        link.symlink_to(device)
+        with pytest.raises(ConfigError, match="not a regular file") as caught:
+            keyfile.load_key(link)
+        assert "\n" not in str(caught.value)
+
+
+def test_the_largest_file_is_read_one_byte_more_is_refused(tmp_path: Path) -> None:
+    """A key line padded with blanks to exactly MAX_BYTES loads; one byte more is refused."""
+    line = f"xfr-key:{b64(32)}".encode()
+    path = tmp_path / "key"
+    path.write_bytes(line + b" " * (keyfile.MAX_BYTES - len(line)))
+    assert keyfile.load_key(path).name.to_text() == "xfr-key."
+    path.write_bytes(line + b" " * (keyfile.MAX_BYTES + 1 - len(line)))
+    with pytest.raises(ConfigError, match=f"larger than {keyfile.MAX_BYTES} bytes"):
+        keyfile.load_key(path)
+
+
+def test_a_file_written_while_it_is_read_is_refused(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file rewritten in place as the server reads it (``echo ... > key``): the read
+    finds the new line half written (its secret cut to 24 base64 characters, still a
+    valid 18-byte secret), the writer finishes just after. Before, that other, shorter
+    key was loaded without a word; now the file is refused as having changed."""
+    path = tmp_path / "key"
+    path.write_text(f"old-key:{b64(32)}\n")
+    new = f"xfr-key:{b64(32)}\n".encode()
+    cut = len("xfr-key:") + 24
+    real_read = os.read
+
+    def torn_read(fd: int, size: int) -> bytes:
+        os.truncate(path, 0)
+        with open(path, "r+b") as out:
+            out.write(new[:cut])
+        data = real_read(fd, size)
+        with open(path, "ab") as out:
+            out.write(new[cut:])
+        return data
+
+    monkeypatch.setattr(keyfile.os, "read", torn_read)
+    with pytest.raises(ConfigError, match="changed while it was read") as caught:
+        keyfile.load_key(path)
+    assert "\n" not in str(caught.value)
+    monkeypatch.setattr(keyfile.os, "read", real_read)
+    assert len(keyfile.load_key(path).secret) == 32
+
+
 def serve(key: Path) -> subprocess.CompletedProcess[str]:
     """The real command line, stopped by its own start-up check (or by the timeout)."""
     return subprocess.run(serve_argv(key), capture_output=True, text=True, timeout=60,
