@@ -26,13 +26,13 @@ is a bug: logged with its traceback, counted as reason="bug", and the reflector
 starts over with a full relist that rebuilds every service it feeds, so that
 an update aborted half way does not leave answers half built.
 
-Time (back-off, jitter, the inactivity and relist timers) is the injected
-:class:`clock.Clock`'s.
+Time (back-offs, jitter, the inactivity and relist timers) is the clock's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -56,16 +56,11 @@ from clusterset_dns.zone.model import ObjectKey
 
 log = logging.getLogger(__name__)
 
-# List pages are sized by bytes, not objects: a page's body is read whole (and the
-# next one is prefetched) before it is decoded, so each asks for as many objects as
-# PAGE_BYTES holds: the first as if every object were as large as the API stores
-# (MAX_OBJECT_BYTES), each next one at the largest bytes per item of a page so far,
-# at most twice the page before (the sizes seen may be the small ones), between 1 (an
-# object larger than the budget is still listed, alone) and PAGE_SIZE. Never 0: a
-# limit of 0 asks the API server for everything at once. What the objects carry
-# beyond what DNS reads is dropped while a page is decoded (kube.lean).
-PAGE_SIZE = 500
-PAGE_BYTES = 4 << 20
+# List pages are sized by bytes (a body is read whole, the next one prefetched): each
+# asks for what PAGE_BYTES holds, the first of objects as large as the API stores, the
+# next at the largest bytes per item so far, at most twice the page before, between 1
+# (an object over the budget, alone) and PAGE_SIZE; never 0 (the API's "no limit").
+PAGE_SIZE, PAGE_BYTES = 500, 4 << 20
 MAX_OBJECT_BYTES = 2 << 20  # etcd's default request limit (1.5 MiB), as JSON, rounded up
 FIRST_PAGE = max(1, PAGE_BYTES // MAX_OBJECT_BYTES)
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
@@ -104,9 +99,7 @@ class Resource:
     to_model: Callable[[Mapping[str, Any], Callable[[str], None]], Any]
     put: Callable[[ObjectKey, Any], Op]  # the cache op storing (or, None, deleting) one
     field_selector: str | None = None  # e.g. metadata.name=<one object>
-    # What an Event about one of its objects names (--events): its Kubernetes kind and
-    # apiVersion (list items of built-in types carry neither), and whether it is
-    # cluster-scoped (its objects' keys then have "" as their namespace).
+    # Named by Events (list items name neither); cluster-scoped: keys are ("", name).
     kind: str = ""
     api_version: str = ""
     cluster_scoped: bool = False
@@ -150,15 +143,13 @@ class Reflector:
         return self.clock.monotonic() + self.clock.jitter(interval, RELIST_JITTER)
 
     def _key_of(self, obj: Mapping[str, Any]) -> ObjectKey:
-        """The object's key; ("", name) for a cluster-scoped one (raises InvalidObject)."""
-        key = convert.key_of(obj)
+        key = convert.key_of(obj)  # raises InvalidObject
         return ("", key[1]) if self.resource.cluster_scoped else key
 
     def _safe_key(self, obj: Mapping[str, Any]) -> ObjectKey | None:
-        try:
+        with contextlib.suppress(convert.InvalidObject):
             return self._key_of(obj)
-        except convert.InvalidObject:
-            return None
+        return None
 
     def _convert(self, obj: Mapping[str, Any]) -> tuple[ObjectKey, object | None] | None:
         """(key, model or None when DNS ignores it); None when the object is invalid."""
@@ -177,10 +168,9 @@ class Reflector:
             if key_seen is not None:
                 self.rejected.add(key_seen)
                 api_version, uid = convert.reference(obj)
-                self._rejections.append(PutRejected(
-                    self.kind, key_seen,
-                    None if self.resource.cluster_scoped else convert.service_key(obj),
-                    str(exc), (api_version or self.resource.api_version, uid)))
+                service = None if self.resource.cluster_scoped else convert.service_key(obj)
+                self._rejections.append(PutRejected(self.kind, key_seen, service, str(exc), (
+                    api_version or self.resource.api_version, uid)))
             return None
         if key in self.rejected:
             self.rejected.discard(key)  # the put clears it in the cache
@@ -506,3 +496,4 @@ def _older(version: str, than: str) -> bool:
     if not (version.isdigit() and than.isdigit()):
         return False
     return int(version) < int(than)
+
