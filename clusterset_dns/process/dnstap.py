@@ -17,7 +17,7 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from time import perf_counter_ns
+from time import perf_counter_ns, time_ns
 from typing import Any
 
 from clusterset_dns import __version__
@@ -52,8 +52,10 @@ class Tap:
         self.capacity = capacity
         self.stats = stats
         self.clock = clock
+        # The messages' times: the system's wall clock without a method call per answer.
+        self._now = time_ns if clock is SYSTEM else clock.time_ns
         # (query, response, over TCP, the client's socket address, when the query was
-        # read and when it was answered, in time.perf_counter_ns())
+        # read and when it was answered, in wall-clock ns)
         self.queue: deque[tuple[bytes, bytes | None, bool, Address, int, int]] = deque()
         self.wake = asyncio.Event()
         self.idle = False  # the sender waits for wake: the next observe() sets it
@@ -83,7 +85,11 @@ class Tap:
         if len(queue) >= self.capacity:
             self.stats.dnstap_dropped += 1 if response is None else 2
             return
-        queue.append((query, response, tcp, peer, started, perf_counter_ns()))
+        # Both clocks read now: the query's time (monotonic, when it was read) becomes
+        # wall-clock time with the offset of this instant, not of a later one (a VM's
+        # wall clock may be slewed or stepped meanwhile).
+        now = self._now()
+        queue.append((query, response, tcp, peer, started + now - perf_counter_ns(), now))
         if self.idle:
             self.idle = False
             self.wake.set()
@@ -203,19 +209,16 @@ class Tap:
         """Up to BATCH queued answers as data frames (two each)."""
         queue, frames, heads = self.queue, self.encoder.frames, self._heads
         out: list[bytes] = []
-        # The monotonic readings of the DNS path become wall-clock times here, once a
-        # batch (the wall clock may step; the two readings of one answer may not).
-        offset = self.clock.time_ns() - perf_counter_ns()
         count = 0
         for _ in range(min(BATCH, len(queue))):
-            query, response, tcp, peer, started, answered = queue.popleft()
+            query, response, tcp, peer, query_ns, response_ns = queue.popleft()
             key = (tcp, peer[0], peer[1])
             head = heads.get(key)
             if head is None:
                 if len(heads) >= 4096:  # clients are many; a few are busy
                     heads.clear()
                 head = heads[key] = wire.Encoder.heads(wire.peer_head(tcp, peer[0], peer[1]))
-            frames(out, head, started + offset, query, answered + offset, response)
+            frames(out, head, query_ns, query, response_ns, response)
             count += 1 if response is None else 2
         self.stats.dnstap_sent += count
         return b"".join(out)
