@@ -220,3 +220,31 @@ def test_a_nodes_zone_label_changing_at_run_time_is_applied(clock: FakeClock) ->
                        [SetTopologyZone(None)]]
     assert clock.sleeps[:6] == [locality.NODE_RECHECK] * 6  # a failure after the first
     # read keeps the zone and waits the usual recheck
+
+
+def test_a_discovery_error_backs_off_and_is_retried(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """The API server unreachable at first: a back-off wait (not the absent CRD's
+    minute), then the property is watched; nothing is taken for a bug."""
+    applied: list[list[Op]] = []
+    client = Served({"/apis/about.k8s.io": [KubeError("connection refused"), GROUP],
+                     "/apis/about.k8s.io/v1beta1": [RESOURCES],
+                     PROPERTIES: [PROPERTY_LIST]}, ApiError(404, "gone"))
+    source = locality.Locality(Config(), applied.append, Metrics(), clock)
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.sources.locality"):
+        run_for(source.run(client), clock, 2, turns=50)
+    assert 0 < clock.sleeps[0] < locality.DISCOVER_INTERVAL
+    assert [op for ops in applied for op in ops if isinstance(op, SetClusterId)][:1] == \
+        [SetClusterId("east")]
+    assert "a bug" not in caplog.text
+    assert "watching ClusterProperty cluster.clusterset.k8s.io / id.k8s.io " \
+           "(about.k8s.io/v1beta1)" in caplog.text
+
+
+def test_a_node_name_is_one_path_segment(clock: FakeClock) -> None:
+    """A name with a slash (not a valid Node name, but a flag's value) is quoted whole."""
+    client = Script({"/api/v1/nodes/a%2Fb": [{"metadata": {"name": "a/b"}}]})
+    source = locality.Locality(Config(cluster_id="east", topology_zone_from_node="a/b"),
+                               lambda ops: None, Metrics(), clock)
+    run_for(source.run(client), clock, 1)
+    assert set(client.gets) == {"/api/v1/nodes/a%2Fb"}
