@@ -4,6 +4,7 @@ the order listed, and stay out of the response memory."""
 
 from __future__ import annotations
 
+import io
 import socket
 from collections.abc import Iterator
 
@@ -504,3 +505,37 @@ def test_an_answer_between_512_and_512_less_the_opt_record() -> None:
     assert not truncate.needs_cuts(33, 512 - 12 - 11 - 33, 29)
     assert truncate.needs_cuts(33, 512 - 12 - 11 - 33 + 1, 29)
     assert not truncate.needs_cuts(33, 10_000, 1)  # one record: nothing to cut
+
+
+def _written_out(lines: list[str]) -> tuple[bytes, wire.Answer]:
+    """The answer of :func:`_zone_answer` with every name written out (no compression:
+    another server's, or a future encoder's, way): the cut must read it the same."""
+    key, compressed = _zone_answer(lines)
+    reply = dns.message.from_wire(b"\x00\x00" + compressed.heads[0] + key + compressed.body)
+
+    def written(rrsets: list[dns.rrset.RRset]) -> bytes:
+        out = io.BytesIO()
+        for rrset in rrsets:
+            rrset.to_wire(out, None, want_shuffle=False)  # no compression: names written out
+        return out.getvalue()
+
+    srv, glue = written(reply.answer), written(reply.additional)
+    return key, wire.WithAdditional(compressed.heads, srv + glue, 0, len(srv))
+
+
+@pytest.mark.parametrize("room", [10_000, 100])
+def test_a_cut_of_written_out_names_keeps_the_same_records(room: int) -> None:
+    lines = [SHORT, LONG, LATER, GLUE_A, GLUE_B]
+    key, answer = _written_out(lines)
+    assert b"\xc0" not in answer.body  # not one pointer
+    form = truncate.srv_cuts(key, answer, truncate.Rotation()).form(0, room, 12 + len(key))
+    assert form is not None
+    reply = decode(b"\x00\x00" + form[0][0] + key + form[1])
+    kept = sorted(" ".join(line.split()[i] for i in (0, 3, 4, 5, 6, 7) if i < len(line.split()))
+                  for line in reply.answer + reply.additional)
+    if room == 100:  # the first record and its glue only
+        assert sorted(k.lower() for k in kept) == sorted([f"{Q} srv 0 1 80 a.{T}",
+                                                          f"a.{T} a 10.0.0.1"])
+    else:
+        assert sorted(k.lower() for k in kept) == sorted(k.lower() for k in _kept(lines, room))
+        assert len(kept) == 5
