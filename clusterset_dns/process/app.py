@@ -136,8 +136,13 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
         # start-up that a server without transfers never uses.
         from clusterset_dns.transfers import keyfile, xfr
         key = keyfile.load_key(config.transfer_tsig_key) if config.transfer_tsig_key else None
+        # The slots are the server's, like --query-log-rate: with --workers N each process
+        # gets 1/N of them (an address's share with them), else one address would run 4
+        # transfers in every process, and the server 16 a process.
         transfers = xfr.Transfers(cache.zone, journal, config.allow_transfer, key,
-                                  xfr.Counts(stats.transfers), timeout=config.xfr_timeout)
+                                  xfr.Counts(stats.transfers),
+                                  max(1, xfr.MAX_TRANSFERS // config.workers),
+                                  timeout=config.xfr_timeout)
         # Signed SOA checks get signed answers.
         handler = Handler(cache.zone, config.edns_udp_size, stats, transfers.udp,
                           transfers if key is not None else None)

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 65535
 TSIG_ROOM = 512  # kept free in every signed message for the TSIG record
 FUDGE = 300
-MAX_TRANSFERS = 16  # concurrent transfers per process; more are answered SERVFAIL
+MAX_TRANSFERS = 16  # concurrent transfers (with --workers N, 1/N a process); more: SERVFAIL
 # Slow readers (each reading just enough never to be idle) must not hold every slot:
 # one client address runs at most a quarter of them, and the last slot is only for an
 # address running none; each transfer lasts at most --xfr-timeout in all.

@@ -30,7 +30,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 def slow_reader(host: str, port: int, source: str) -> tuple[socket.socket, bool]:
     """An AXFR from ``source`` whose reader takes the first message and stops; (the
     socket, whether it holds a slot: its first message is not SERVFAIL)."""
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET6 if ":" in source else socket.AF_INET)
     sock.settimeout(30)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.bind((source, 0))
@@ -103,4 +103,38 @@ def test_xfr_timeout_cuts_a_slow_reader_and_frees_its_slot(tmp_path: Path) -> No
             assert closed
         finally:
             sock.close()
+        srv.check_alive()
+
+
+def test_with_two_workers_one_address_still_runs_at_most_four(tmp_path: Path) -> None:
+    """--workers 2, DNS on 127.0.0.1 and ::1: 16 slow readers from 127.0.0.2 (the
+    kernel spreads their connections over both processes) hold 4 slots in all, 2 in
+    each process; ::1 is another address and gets its transfer. Before: the slots were
+    a process's, and the one address held 8 (4 in each)."""
+    manifests = tmp_path / "objects"
+    big_zone(manifests)
+    srv = ServerProcess("--manifests", str(manifests), "--allow-transfer", "127.0.0.0/8",
+                        "--allow-transfer", "::1/128", "--workers", "2",
+                        "--tcp-idle-timeout", "600", "--xfr-timeout", "600")
+    srv.cmd += ["--listen", f"[::1]:{srv.port}"]
+    with srv:
+        srv.wait_ready(60)
+        readers: list[socket.socket] = []
+        try:
+            holding = []
+            for _ in range(16):
+                sock, holds = slow_reader(srv.host, srv.port, "127.0.0.2")
+                readers.append(sock)
+                holding.append(holds)
+            # Each process gets at least 2 of the 16 connections but for a 17-in-65,536
+            # chance a side of the kernel's hash.
+            assert sum(holding) == 4, holding
+            sock, holds = slow_reader("::1", srv.port, "::1")
+            readers.append(sock)
+            assert holds
+            assert srv.metric("clusterset_dns_transfers_total", type="axfr",
+                              result="busy") == 12
+        finally:
+            for sock in readers:
+                sock.close()
         srv.check_alive()
