@@ -5,7 +5,9 @@ answers included; and the rate limit: lines over it are dropped and counted."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import socket
 
 import pytest
@@ -88,3 +90,86 @@ def test_over_the_rate_lines_are_dropped_and_counted() -> None:
         assert len(lines) == 1, srv.log_text()[-4000:]
         assert f" udp {HELLO} A NOERROR ede=- size=" in lines[0]
         assert srv.metric("clusterset_dns_query_log_dropped_total") == 4
+
+
+# Labels a query may carry to forge or split a log line: line ends (LF, CR, NEL, the
+# Unicode line separator in UTF-8), quotes and backslashes that would close a JSON
+# string or an escape, NUL, DEL, bytes that are not UTF-8, and the text of a whole
+# forged line (text and JSON) after a newline.
+FORGED_TEXT = b"\n2026-01-01 00:00:00,000 INFO clusterset_dns.query: 6.6.6.6:53 udp x. A NOERROR"
+FORGED_JSON = b'"}\n{"logger": "clusterset_dns.query", "client": "6.6.6.6", "x": "'
+ODD = [b"a\nb", b"c\rd", b"\xc2\x85", b"\xe2\x80\xa8", b'q"\\', b"\\010", b"\x00\x7f\xff",
+       b"a b", FORGED_TEXT[:63], FORGED_JSON[:63]]
+LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO clusterset_dns\.query: "
+                  r"127\.0\.0\.1:\d+ udp (\S+) (A|TYPE\d+) (NOERROR|NXDOMAIN|REFUSED) "
+                  r"ede=(-|\d+) size=\d+ duration=\d+\.\d{6}s")
+
+
+def _wire(labels: list[bytes]) -> bytes:
+    return b"".join(bytes([len(label)]) + label for label in labels) + b"\0"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_flood_of_distinct_names_with_two_workers(fmt: str) -> None:
+    """--workers 2, every class logged at 200 lines a second (100 a process): 1,200
+    distinct questions (successes, NXDOMAIN, REFUSED, and names made of the bytes in
+    ODD) are all answered; the lines written plus the lines counted as dropped are
+    exactly the answers; and every query log line is one whole line from 127.0.0.1
+    (no name splits a line or forges another), its name escaped as RFC 1035 text."""
+    srv = ServerProcess("--manifests", str(OBJECTS_DIR / "core"), "--workers", "2",
+                        "--log-format", fmt, "--query-log", "all",
+                        "--query-log-rate", "200")
+    suffix = [b"conf", b"svc", b"clusterset", b"local"]
+    with srv:
+        srv.wait_ready()
+        socks = []
+        for _ in range(8):  # eight client ports: the kernel spreads them over both workers
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind(("127.0.0.1", 0))
+            sock.settimeout(5)
+            socks.append(sock)
+        sent = answered = 0
+        try:
+            for n in range(1200):
+                kind = n % 4
+                labels = ([b"hello"] if kind == 0 else [b"n%d" % n] if kind == 1 else
+                          [b"r%d" % n, b"example"] if kind == 2 else [ODD[n // 4 % len(ODD)]])
+                name = _wire(labels + (suffix if kind != 2 else [b"com"]))
+                query = (n.to_bytes(2, "big") + b"\x01\x00\x00\x01" + bytes(6) + name
+                         + b"\x00\x01\x00\x01")
+                socks[n % 8].sendto(query, (srv.host, srv.port))
+                sent += 1
+                if n % 8 == 7:  # a window of eight: none lost to a full socket buffer
+                    for sock in socks:
+                        with contextlib.suppress(TimeoutError):
+                            sock.recv(4096)
+                            answered += 1
+        finally:
+            for sock in socks:
+                sock.close()
+        assert answered == sent == 1200
+
+        def lines() -> list[str]:
+            return [line for line in srv.log_text().splitlines()
+                    if "clusterset_dns.query" in line or "6.6.6.6" in line]
+
+        def accounted() -> float:
+            return len(lines()) + srv.metric("clusterset_dns_query_log_dropped_total")
+
+        wait_for(lambda: accounted() >= answered, 30, "every answer logged or counted")
+        assert accounted() == answered, (len(lines()), answered)
+        names = []
+        for line in lines():
+            if fmt == "json":
+                entry = json.loads(line)
+                assert entry["client"] == "127.0.0.1" and entry["logger"] == "clusterset_dns.query"
+                match = LINE.fullmatch("2026-01-01 00:00:00,000 INFO clusterset_dns.query: "
+                                       + entry["message"])
+                assert match is not None and entry["name"] == match.group(1), line
+            else:
+                match = LINE.fullmatch(line)
+                assert match is not None, line
+            names.append(match.group(1))
+        assert all(n.isascii() and n.isprintable() for n in names), names
+        escaped = " ".join(n for n in names if "\\" in n)
+        assert "a\\010b." in escaped and "c\\013d." in escaped, escaped[:2000]
