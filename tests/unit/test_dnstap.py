@@ -401,6 +401,36 @@ def test_a_collector_that_never_reads_holds_the_queue_to_its_bound() -> None:
     run(body)
 
 
+def test_stop_with_a_collector_that_never_reads_ends_at_the_flush_timeout() -> None:
+    """SIGTERM while the collector takes the handshake and then reads nothing: the
+    sender is stuck behind a full connection; stop() waits FLUSH_TIMEOUT on the injected
+    clock and no longer (still stopping a millisecond before, stopped at it)."""
+    async def body(path: str, stats: Stats, clock: FakeClock) -> None:
+        collector = Collector(path, reads=False)
+        await collector.start()
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 50, stats, clock)
+        tap.start()
+        await until(lambda: tap.connected, "connected")
+        big = b"\0\0" + bytes(4000)
+        for _ in range(20):  # far more than the socket and WRITE_HIGH hold
+            for _ in range(50):
+                tap.observe(big, big, False, ("127.0.0.1", 1), 0)
+            await asyncio.sleep(0.01)
+        assert stats.dnstap_dropped > 0  # the sender waits for the collector
+        stopping = asyncio.ensure_future(tap.stop())
+        await until(lambda: bool(clock.pending()), "the flush timer")
+        clock.advance(dnstap.FLUSH_TIMEOUT - 0.001)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert not stopping.done() and tap.connected
+        clock.advance(0.001)
+        await until(stopping.done, "stopped at the flush timeout")
+        assert tap.task is not None and tap.task.done() and not tap.connected
+        await collector.close()
+
+    run(body)
+
+
 def test_tcp_target() -> None:
     async def body(_: str, stats: Stats, clock: FakeClock) -> None:
         got: list[bytes] = []
