@@ -20,7 +20,6 @@ OVERLAYS = REPO / "deploy" / "overlays"
 # Labels Helm charts carry for Helm's and the user's bookkeeping; the overlays have none.
 BOOKKEEPING = ("app.kubernetes.io/instance", "app.kubernetes.io/version",
                "app.kubernetes.io/managed-by", "helm.sh/chart")
-KUBE_VERSION = "v1.33.13"
 Obj = dict[str, Any]
 
 
@@ -52,10 +51,9 @@ def values_file(values: Obj) -> Path:
 
 def template(values: Obj | None = None, namespace: str = "kube-system",
              release: str = "csdns", check: bool = True) -> subprocess.CompletedProcess[str]:
-    # The test cluster's Kubernetes (scripts/build-peers' pin); without a cluster Helm
-    # would assume the version compiled into it.
-    args = ["template", release, str(CHART), "--namespace", namespace,
-            "--kube-version", KUBE_VERSION]
+    # No --kube-version: Helm assumes the Kubernetes it was released with, as users run it
+    # (scripts/build-peers builds it with the release's settings).
+    args = ["template", release, str(CHART), "--namespace", namespace]
     if values:
         args += ["--values", str(values_file(values))]
     return helm(*args, check=check)

@@ -144,3 +144,12 @@ def test_every_value_is_documented_in_the_charts_readme() -> None:
     readme = (CHART / "README.md").read_text()
     documented = set(re.findall(r"^\| `([\w.]+)` \|", readme, re.M))
     assert set(_leaves(values)) == documented
+
+
+def test_helm_renders_the_chart_as_users_run_it() -> None:
+    """`helm template` with no flag at all, as a user types it: the Helm of build-peers
+    assumes the Kubernetes of its release, not 1.20 (which our kubeVersion refuses)."""
+    out = helm("template", str(CHART))
+    assert "kind: Deployment" in out.stdout
+    version = helm("version", "--template", "{{.Version}} {{.GitTreeState}}").stdout
+    assert re.fullmatch(r"v3\.\d+\.\d+ clean", version), version  # set as a release sets it
