@@ -461,3 +461,21 @@ def test_a_signed_udp_ixfr_that_does_not_fit_gets_a_signed_tc(edns: bool) -> Non
     assert reply.flags & dns.flags.TC and not reply.answer and reply.id == query.id
     assert reply.question == query.question
     assert transfers.counts.by[("ixfr", "udp-truncated")] == 1
+
+
+@pytest.mark.parametrize(("mac", "rcode", "result"), [
+    (b"x" * 8, dns.rcode.FORMERR, "formerr"),     # out of the size band
+    (b"x" * 32, dns.rcode.NOTAUTH, "notauth"),    # a bad MAC
+    (b"x" * 16, dns.rcode.NOTAUTH, "notauth"),    # half the hash: checked, bad
+])
+def test_a_rejected_signed_transfer_is_counted_by_its_result(mac: bytes, rcode: int,
+                                                             result: str) -> None:
+    cache, journal = big_cache(1, 3)
+    transfers = transfers_for(cache, journal, KEY)
+    axfr = raw_tsig(dns.message.make_query(ZONE, "AXFR"), "xfr-key", "hmac-sha256", mac)
+    out = Collect()
+    coro = transfers.start(axfr, "127.0.0.1", out)
+    assert coro is not None
+    asyncio.run(coro)
+    assert [dns.message.from_wire(m, keyring=False).rcode() for m in out.messages] == [rcode]
+    assert transfers.counts.by == {("axfr", result): 1}
