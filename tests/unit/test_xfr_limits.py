@@ -463,16 +463,17 @@ def test_a_signed_udp_ixfr_that_does_not_fit_gets_a_signed_tc(edns: bool) -> Non
     assert transfers.counts.by[("ixfr", "udp-truncated")] == 1
 
 
-@pytest.mark.parametrize(("mac", "rcode", "result"), [
-    (b"x" * 8, dns.rcode.FORMERR, "formerr"),     # out of the size band
-    (b"x" * 32, dns.rcode.NOTAUTH, "notauth"),    # a bad MAC
-    (b"x" * 16, dns.rcode.NOTAUTH, "notauth"),    # half the hash: checked, bad
+@pytest.mark.parametrize(("algorithm", "mac", "rcode", "result"), [
+    ("hmac-sha256", b"x" * 8, dns.rcode.FORMERR, "formerr"),   # out of the size band
+    ("hmac-sha256", b"x" * 32, dns.rcode.NOTAUTH, "notauth"),  # a bad MAC
+    ("hmac-sha256", b"x" * 16, dns.rcode.NOTAUTH, "notauth"),  # half the hash: checked
+    ("hmac-sha512", b"x" * 64, dns.rcode.NOTAUTH, "notauth"),  # our key, another algorithm
 ])
-def test_a_rejected_signed_transfer_is_counted_by_its_result(mac: bytes, rcode: int,
-                                                             result: str) -> None:
+def test_a_rejected_signed_transfer_is_counted_by_its_result(algorithm: str, mac: bytes,
+                                                             rcode: int, result: str) -> None:
     cache, journal = big_cache(1, 3)
     transfers = transfers_for(cache, journal, KEY)
-    axfr = raw_tsig(dns.message.make_query(ZONE, "AXFR"), "xfr-key", "hmac-sha256", mac)
+    axfr = raw_tsig(dns.message.make_query(ZONE, "AXFR"), "xfr-key", algorithm, mac)
     out = Collect()
     coro = transfers.start(axfr, "127.0.0.1", out)
     assert coro is not None
