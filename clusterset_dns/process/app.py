@@ -13,13 +13,10 @@ This module builds every process's state, the parent's and each worker's
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import gc
 import logging
 import signal
 import socket
-import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +29,7 @@ from clusterset_dns.process.dnstap import Tap
 from clusterset_dns.process.explain_http import ExplainEndpoint
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.process.querylog import QueryLog
+from clusterset_dns.process.sink import BULK, Sink, release_memory, snapshot
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.observe import Observer, fan_out
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
@@ -39,16 +37,9 @@ from clusterset_dns.serving.stats import Stats
 from clusterset_dns.sources import convert
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.transfers.journal import Journal
-from clusterset_dns.zone import serials
 from clusterset_dns.zone.cache import (
     Cache,
     Op,
-    ReplaceImports,
-    ReplaceSlices,
-    SetClusterId,
-    SetSerial,
-    SetSynced,
-    SetTopologyZone,
 )
 from clusterset_dns.zone.names import ZoneNames
 
@@ -57,25 +48,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BULK = 1000  # services rebuilt in one update: a (re)list or a big file
-
-
-def release_memory(collect: bool = True) -> None:
-    """After a bulk load: moves what survived out of the cyclic garbage collector's
-    sight (a full collection over every answer would stall queries for tens of ms;
-    the data has no cycles, reference counting frees it), and hands the heap freed
-    by the load (raw JSON pages, old answers) back to the OS, so the resident size
-    reflects the data kept rather than the peak of a list.
-
-    ``collect=False``: freeze without the full collection first (0.14 s at 10,000
-    imports and 100,000 endpoints), for the first load, which makes no cyclic garbage
-    (a full collection after it found none)."""
-    if collect:
-        gc.collect()
-    gc.freeze()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
+# The sink (and the memory release after a load) is sink.py's; its names stay
+# importable here, where callers have always found them.
+__all__ = ["BULK", "ProcessState", "Server", "Sink", "release_memory", "run", "serve",
+           "snapshot", "worker_process"]
 
 @dataclass(frozen=True, slots=True)
 class ProcessState:
@@ -161,110 +137,6 @@ def _hangup(worker: bool) -> None:
     if not worker:
         log.info("SIGHUP ignored: flags are read at start only; the source follows its "
                  "data without a reload")
-
-
-def snapshot(cache: Cache) -> list[Op]:
-    """The cache's whole state as ops: what a new (or restarted) worker starts from."""
-    return [SetClusterId(cache.builder.cluster_id),
-            SetTopologyZone(cache.builder.topology_zone),
-            ReplaceImports(dict(cache.imports)), ReplaceSlices(dict(cache.slices)),
-            SetSynced(cache.zone.synced), SetSerial(cache.zone.serial)]
-
-
-class Sink:
-    """Where a source's ops go: this process's cache, then every worker's. When this
-    process's apply raises (a bug), the workers do not get the update; the source's
-    recovery (a relist that rebuilds) reaches them all.
-
-    The serial steps at most once a tick (:mod:`serials`: 1/20 s) and never runs
-    ahead of the clock: an update that comes while the serial already holds this
-    tick waits for the next one (at most a tick), with every other update of that
-    tick, and all of them are one step: one serial, one journal difference, one
-    NOTIFY. The update that completes the first sync is applied at once (start-up
-    does not wait) and steps a second past the clock (see Cache._rebuild_all): above
-    every serial a previous run or another replica handed out, which were at most
-    their clock."""
-
-    def __init__(self, cache: Cache, pool: workers.WorkerPool, meters: metrics.Metrics,
-                 on_serial: Callable[[], None] = lambda: None,
-                 on_synced: Callable[[], None] = lambda: None) -> None:
-        """``on_synced``: called once, when the cache is first synced."""
-        self.cache = cache
-        self.pool = pool
-        self.metrics = meters
-        self.on_serial = on_serial
-        self.on_synced = on_synced
-        self.clock = cache.clock
-        self.synced = asyncio.Event()
-        # The start-up window (see serve): the cyclic collector is off, and the first
-        # sync freezes what the load left without a full collection.
-        self.starting = False
-        self.held: list[Op] = []  # updates waiting for the next tick
-        self._timer: asyncio.TimerHandle | None = None
-        # Trigger times before this moment are changes made before the server ran: not
-        # a programming delay of ours (kube-proxy drops them the same way). Observing
-        # them put a slice changed days ago in the histogram at every start.
-        self.started = self.clock()
-
-    def apply(self, ops: list[Op]) -> None:
-        completes_sync = not self.synced.is_set() and any(
-            isinstance(op, SetSynced) and op.synced for op in ops)
-        now = self.clock()
-        if not completes_sync and not serials.after(serials.at(now), self.cache.zone.serial):
-            self.held.extend(ops)
-            if self._timer is None:
-                self._timer = asyncio.get_running_loop().call_later(
-                    self.hold(now) + 0.001, self.flush)
-            return
-        self.held.extend(ops)
-        self.flush()
-
-    def hold(self, now: float) -> float:
-        """Seconds updates arriving at ``now`` wait: until the clock's next serial, and at
-        most a second whatever the serial (a clock set back must not hold answers for
-        longer)."""
-        return min(1.0, serials.wait(self.cache.zone.serial, now))
-
-    def flush(self) -> None:
-        """Applies the updates held for the next second (now)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self.held:
-            ops, self.held = self.held, []
-            self._apply(ops)
-
-    def _apply(self, ops: list[Op]) -> None:
-        started = time.perf_counter()
-        serial = self.cache.zone.serial
-        try:
-            applied = self.cache.apply(ops)
-        finally:
-            # Even an update that raised (a bug, rebuilt later) reaches the workers:
-            # their caches keep matching this one, serial included.
-            seconds = time.perf_counter() - started
-            self.metrics.update_seconds.observe(seconds)
-            # Served from here on (this process; the workers a moment later).
-            if self.cache.programmed:
-                now = self.clock()
-                for kind, trigger in self.cache.programmed:
-                    if trigger >= self.started:
-                        self.metrics.programming.labels(kind).observe(max(0.0, now - trigger))
-                self.cache.programmed.clear()
-            self.pool.send([*ops, SetSerial(self.cache.zone.serial)], seconds)
-            if self.cache.zone.serial != serial:
-                self.on_serial()
-        for rejected in applied.rejected:
-            self.metrics.invalid(rejected.kind)
-        # A first list comes in page by page (each below BULK): its load ends when the
-        # cache is first synced.
-        first_sync = self.cache.zone.synced and not self.synced.is_set()
-        if applied.rebuilt >= BULK or first_sync:
-            release_memory(collect=not (first_sync and self.starting))
-        if first_sync:
-            self.on_synced()
-        if self.cache.zone.synced:
-            self.synced.set()
 
 
 def make_source(config: Config, apply: Callable[[list[Op]], None], meters: metrics.Metrics,

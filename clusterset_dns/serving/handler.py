@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from clusterset_dns.serving import stats as counters
+from clusterset_dns.serving.query import Edns, Signer, badkey_record, parse
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.zone import wire
-from clusterset_dns.zone.cache import (
+from clusterset_dns.zone.table import (
     EMPTY,
     HAS_RECORDS,
     NEGATIVES_CAP,
@@ -30,12 +30,10 @@ from clusterset_dns.zone.wire import (
     HEADER,
     OPT_LEN,
     QR,
-    RR_HEAD,
     TC,
     TCP_MAX,
     Answer,
     Explained,
-    skip_rr,
     walk_name,
 )
 
@@ -68,24 +66,9 @@ Peer = Callable[[], str]
 # an empty response.
 UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
 DROP = b""
-TSIG = 250
-_NOTAUTH, _BADKEY = 9, 17
-_TSIG_ERROR_TAIL = struct.Struct("!HHHH")  # MAC size 0, original ID, error, other length 0
+_NOTAUTH = 9
 
 
-class Signer(Protocol):
-    """TSIG for queries that are not transfers (xfr.Transfers): RFC 8945 5.3."""
-
-    room: int  # bytes the TSIG record takes in an answer
-
-    def verify(self, query: bytes, peer: str | None) -> tuple[bytes | None, Any]:
-        """(None, a context for sign) when the query's TSIG is good; else (the error
-        answer, or DROP, None). ``peer`` None: over TCP."""
-
-    def sign(self, response: bytes, context: Any) -> bytes:
-        """The response with its TSIG record."""
-
-Edns = tuple[int, int, int]  # (UDP payload size, version, DO bit) of a query's OPT
 
 # RFC 8914 texts that do not depend on the data (the rest come with the answers).
 NOT_SYNCED = wire.ede(wire.EDE_NOT_READY, "not synced: the first full list of "
@@ -326,7 +309,7 @@ class Handler:
         qdcount, ancount, nscount, arcount = COUNTS.unpack_from(data, 4)
         # The whole message is walked first, so that every answer to an EDNS query,
         # errors included, carries an OPT (RFC 6891 7).
-        found, edns, well_formed, tsig_at = self._parse(data, qdcount, ancount + nscount,
+        found, edns, well_formed, tsig_at = parse(data, qdcount, ancount + nscount,
                                                         arcount)
         question = found[0] if found is not None and qdcount == 1 else b""
         if flags & _OPCODE:
@@ -420,60 +403,14 @@ class Handler:
         no key. The record names the query's key and algorithm, with no MAC; a TSIG
         record this cannot read gets FORMERR."""
         qid = data[:2]
-        owner = walk_name(data, tsig_at)
-        algorithm = walk_name(data, owner[1] + 10) if owner is not None else None
-        if owner is None or algorithm is None or algorithm[1] + 10 > len(data):
+        record = badkey_record(data, tsig_at)
+        if record is None:
             return self._error(qid, request_bits, wire.FORMERR, question, edns, tcp=tcp)
-        at = algorithm[1]
-        mac_size = (data[at + 8] << 8) | data[at + 9]
-        if at + 12 + mac_size > len(data):
-            return self._error(qid, request_bits, wire.FORMERR, question, edns, tcp=tcp)
-        original_id = (data[at + 10 + mac_size] << 8) | data[at + 11 + mac_size]
-        rdata = (data[owner[1] + 10 : at + 8]  # algorithm, time signed, fudge
-                 + _TSIG_ERROR_TAIL.pack(0, original_id, _BADKEY, 0))
-        record = (data[tsig_at : owner[1]] + RR_HEAD.pack(TSIG, 255, 0, len(rdata)) + rdata)
         self._counts[_base(question, tcp) + _NOTAUTH] += 1
         opt = self._opt_rr(bool(edns[2])) if edns is not None else b""
         head = HEADER.pack(QR | request_bits | _NOTAUTH, 1 if question else 0, 0, 0,
                             1 + (1 if opt else 0))
         return qid + head + question + opt + record
-
-    @staticmethod
-    def _parse(data: bytes, questions: int, records: int, additional: int
-               ) -> tuple[tuple[bytes, list[int]] | None, Edns | None, bool, int]:
-        """(the first question's bytes and label offsets, the query's OPT, whether the
-        whole message is well formed, where its TSIG record starts or -1). No
-        compression in a question: there is nothing before it to point at. The OPT
-        counts once found, even if what follows it is malformed, so that the FORMERR
-        carries it. A TSIG record anywhere but last is malformed (RFC 8945 5.1)."""
-        size = len(data)
-        offset = 12
-        first: tuple[bytes, list[int]] | None = None
-        for _ in range(questions):
-            walked = walk_name(data, offset)
-            if walked is None or walked[1] + 4 > size:
-                return first, None, False, -1
-            if first is None:
-                first = (data[offset : walked[1] + 4], walked[0])
-            offset = walked[1] + 4
-        edns: Edns | None = None
-        tsig_at = -1
-        last = records + additional - 1
-        for index in range(records + additional):
-            parsed = skip_rr(data, offset)
-            if parsed is None:
-                return first, edns, False, -1
-            rtype, rclass, ttl, end, root_owner = parsed
-            if rtype == wire.OPT:
-                if index < records or edns is not None or not root_owner:
-                    return first, edns, False, -1
-                edns = (rclass, (ttl >> 16) & 0xFF, (ttl >> 15) & 1)
-            elif rtype == TSIG:
-                if index != last or index < records:
-                    return first, edns, False, -1
-                tsig_at = offset
-            offset = end
-        return first, edns, True, tsig_at
 
     def _in_zone(self, name: bytes, labels_at: list[int], base: int) -> bool:
         """Whether ``name`` is the apex or below it; ``labels_at`` are its labels' offsets

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterset_dns.sources.kube import ApiError, MalformedResponse
-from clusterset_dns.sources.reflector import Client
+from clusterset_dns.sources.resource import Client
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,9 +32,10 @@ from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.sources import convert, discovery
 from clusterset_dns.sources.kube import KubeError
-from clusterset_dns.sources.reflector import Client, NotServed, Reflector, Resource, api_backoff
-from clusterset_dns.zone.cache import Op, SetClusterId, SetTopologyZone
+from clusterset_dns.sources.reflector import Reflector, api_backoff
+from clusterset_dns.sources.resource import Client, NotServed, Resource
 from clusterset_dns.zone.model import ObjectKey
+from clusterset_dns.zone.ops import Op, SetClusterId, SetTopologyZone
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from typing import Any
 
 from clusterset_dns.sources import convert, yamlsafe
 from clusterset_dns.sources.dirwalk import Walk, find_files
-from clusterset_dns.zone.cache import (
+from clusterset_dns.zone.model import EndpointSlice, ObjectKey, ServiceImport
+from clusterset_dns.zone.ops import (
     Op,
     ReplaceImports,
     ReplaceRejected,
@@ -36,7 +37,6 @@ from clusterset_dns.zone.cache import (
     SetClusterId,
     SetSynced,
 )
-from clusterset_dns.zone.model import EndpointSlice, ObjectKey, ServiceImport
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from clusterset_dns.base.clock import SYSTEM, Backoff, Clock
 from clusterset_dns.base.config import Config
@@ -51,8 +50,9 @@ from clusterset_dns.sources.kube import (
     event_of,
     page_of,
 )
-from clusterset_dns.zone.cache import IMPORT, SLICE, Op, PutImport, PutRejected, PutSlice
+from clusterset_dns.sources.resource import Client, Gone, NotServed, Resource
 from clusterset_dns.zone.model import ObjectKey
+from clusterset_dns.zone.ops import IMPORT, SLICE, Op, PutImport, PutRejected, PutSlice
 
 log = logging.getLogger(__name__)
 
@@ -68,41 +68,12 @@ BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
 # the event loop gets a turn to answer queries. One object's rebuild is not split.
 SLICE_SECONDS = 0.005
 RELIST_JITTER = 0.2  # the periodic relist comes at interval * (1 +- this)
-class Client(Protocol):
-    """What the reflectors need of the API client (the seam unit tests fake)."""
-
-    async def get(self, path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30, sizes: list[int] | None = None) -> Any: ...
-
-    def stream(self, path: str, params: Mapping[str, Any]) -> Any: ...
 
 
 def api_backoff(clock: Clock) -> Backoff:
     """The back-off of API and network errors."""
     return Backoff(clock, BACKOFF_FIRST, BACKOFF_CAP)
 
-
-class Gone(Exception):
-    """The resourceVersion is too old: list again."""
-
-
-class NotServed(Exception):
-    """The discovered ServiceImport version is no longer served (CRD upgraded)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    description: str  # for logs: "serviceimports multicluster.x-k8s.io/v1beta1 in prod"
-    path: str  # collection path, e.g. /apis/discovery.k8s.io/v1/endpointslices
-    op_kind: str  # "import" or "slice": metric label and invalid-object kind
-    selector: str | None  # label selector, applied by the API server
-    to_model: Callable[[Mapping[str, Any], Callable[[str], None]], Any]
-    put: Callable[[ObjectKey, Any], Op]  # the cache op storing (or, None, deleting) one
-    field_selector: str | None = None  # e.g. metadata.name=<one object>
-    # Named by Events (list items name neither); cluster-scoped: keys are ("", name).
-    kind: str = ""
-    api_version: str = ""
-    cluster_scoped: bool = False
 
 class Reflector:
     def __init__(self, client: Client, resource: Resource, apply: Callable[[list[Op]], None],

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from clusterset_dns.zone import rrs, wire
-from clusterset_dns.zone.cache import Change
+from clusterset_dns.zone.ops import Change
 
 _SOA_TYPE = wire.SOA.to_bytes(2, "big")
 # A change of more answer keys than this (the first load, a big relist) is not kept:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from clusterset_dns.zone import rrs, wire
-from clusterset_dns.zone.cache import Zone
+from clusterset_dns.zone.table import Zone
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,11 @@ Sources (manifest files, the Kubernetes watch) describe changes as a list of
 :data:`Op`; :meth:`Cache.apply` applies one list and rebuilds the services it
 touched before returning. The answer dicts are changed in place inside that
 one synchronous call, so on the event loop a query sees either all of an
-update or none of it. Ops are small frozen dataclasses (picklable) so that the
-same list can be fanned out to worker processes.
+update or none of it. The ops are :mod:`ops`'; the dicts the handler reads,
+:mod:`table`'s.
 
-Every object is admitted before it is stored: each name it would make under
-the zone must fit DNS (:mod:`names`). An object that cannot be served whole is
+Every object is admitted before it is stored (:mod:`admission`): each name it
+would make under the zone must fit DNS. An object that cannot be served whole is
 not stored (a port whose ``_<port>._<proto>`` name cannot exist only loses that
 name); either way :meth:`Cache.apply` reports it in :class:`Applied`, and never
 stops the rest of the update for it.
@@ -17,228 +17,65 @@ stops the rest of the update for it.
 from __future__ import annotations
 
 import logging
-import struct
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
 
-from clusterset_dns.zone import delta, names, serials, truncate, wire
+from clusterset_dns.zone import delta, serials, wire
+from clusterset_dns.zone.admission import Admission
 from clusterset_dns.zone.model import (
     IP,
     EndpointSlice,
     ObjectKey,
-    Port,
     Prefer,
     ServiceImport,
     ServiceType,
 )
-from clusterset_dns.zone.names import Labels, ZoneNames, to_wire
+from clusterset_dns.zone.names import ZoneNames, to_wire
+from clusterset_dns.zone.ops import (
+    IMPORT,
+    SLICE,
+    Applied,
+    Change,
+    Footprint,
+    Op,
+    PutImport,
+    PutRejected,
+    PutSlice,
+    RebuildError,
+    Rejected,
+    Rejection,
+    ReplaceImports,
+    ReplaceRejected,
+    ReplaceSlices,
+    SetClusterId,
+    SetSerial,
+    SetSynced,
+    SetTopologyZone,
+)
 from clusterset_dns.zone.records import Built, RecordBuilder
-from clusterset_dns.zone.responses import ResponseMemory
+from clusterset_dns.zone.table import (
+    EMPTY,
+    HAS_RECORDS,
+    MISSING,
+    NEGATIVES_CAP,
+    NO_ENDPOINT,
+    REJECTED,
+    SERVED,
+    Zone,
+    owns_records,
+)
+
+# The op vocabulary and the zone table live in their own modules; their names stay
+# importable from here, where the cache's callers have always found them.
+__all__ = [
+    "EMPTY", "HAS_RECORDS", "IMPORT", "MISSING", "NEGATIVES_CAP", "NO_ENDPOINT", "REJECTED",
+    "SERVED", "SLICE", "Applied", "Cache", "Change", "Footprint", "Op", "PutImport",
+    "PutRejected", "PutSlice", "RebuildError", "Rejected", "Rejection", "ReplaceImports",
+    "ReplaceRejected", "ReplaceSlices", "SetClusterId", "SetSerial", "SetSynced",
+    "SetTopologyZone", "Zone",
+]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class PutImport:
-    """Store a ServiceImport under ``key``; ``obj`` None deletes it."""
-
-    key: ObjectKey
-    obj: ServiceImport | None
-
-
-@dataclass(frozen=True, slots=True)
-class PutSlice:
-    """Store an EndpointSlice under ``key``; ``obj`` None deletes it."""
-
-    key: ObjectKey
-    obj: EndpointSlice | None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaceImports:
-    """The complete set of ServiceImports (a list): what it lacks is deleted."""
-
-    objects: Mapping[ObjectKey, ServiceImport]
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaceSlices:
-    """The complete set of EndpointSlices (a list): what it lacks is deleted."""
-
-    objects: Mapping[ObjectKey, EndpointSlice]
-
-
-@dataclass(frozen=True, slots=True)
-class SetSynced:
-    """Every source has delivered its first complete state (or lost it)."""
-
-    synced: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SetClusterId:
-    """The id of the cluster this server runs in (as convert.cluster_id writes it), or
-    None when unknown: PreferClose imports answer with its endpoints first."""
-
-    cluster_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class SetTopologyZone:
-    """The topology zone this server runs in, or None: within the local cluster,
-    PreferClose imports answer with this zone's endpoints first."""
-
-    zone: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class PutRejected:
-    """A source could not convert the object ``kind`` ``key`` (of the service
-    ``service``, when it could be read): ``reason`` says why; None: that object is
-    gone or valid again. Its service's empty answers say so."""
-
-    kind: str
-    key: ObjectKey
-    service: ObjectKey | None
-    reason: str | None
-    reference: tuple[str, str] = ("", "")  # (apiVersion, uid): for Events (--events)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaceRejected:
-    """Every object a source could not convert: (kind, key) -> (service, reason)."""
-
-    objects: Mapping[tuple[str, ObjectKey], tuple[ObjectKey | None, str]]
-
-
-@dataclass(frozen=True, slots=True)
-class SetSerial:
-    """The serial the zone has after this update: the parent picks it and its workers
-    follow, so that every process of one server answers (and transfers) the same one."""
-
-    serial: int
-
-
-Op = (PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced | SetClusterId
-      | SetTopologyZone | SetSerial | PutRejected | ReplaceRejected)
-# One answer key's change: (key, old answer, new answer); None = absent.
-Change = tuple[bytes, "wire.Answer | None", "wire.Answer | None"]
-# A service's answer keys, names without records, and names with a reason (EDE).
-Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]
-
-IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """An object (or part of one) that the zone cannot hold, reported once per put."""
-
-    kind: str  # IMPORT or SLICE
-    key: ObjectKey
-    reason: str
-    served: bool  # True: the rest of the object is served (only a port name was dropped)
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """What the cache remembers of a refused object, for explain and EDE texts."""
-
-    service: ObjectKey | None  # the import it would feed, when known
-    reason: str
-    served: bool  # the rest of the object is served (a source's rejection: never)
-    source: bool  # reported by the source (conversion) rather than by admission
-    reference: tuple[str, str] = ("", "")  # (apiVersion, uid) when known (Events)
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """What one :meth:`Cache.apply` did: the caller decides what follows (metrics, memory)."""
-
-    rebuilt: int  # services whose answers were rebuilt
-    rejected: tuple[Rejected, ...] = ()
-
-
-class RebuildError(RuntimeError):
-    """A bug while building answers. Raised after every other service of the update was
-    rebuilt; the failed services keep their previous answers and are retried with
-    every later update."""
-
-
-# Negative answers remembered between zone changes: bounded, since the names come
-# from clients; 16,384 keys of ~60 bytes cost about 2 MiB at most.
-NEGATIVES_CAP = 16_384
-
-# How an import stands (Cache.states): answers something; has no ready endpoint (or
-# no usable IP); never converted (only its rejection is known).
-SERVED, NO_ENDPOINT, REJECTED = "served", "no_endpoint", "rejected"
-
-# How a name stands in the zone (Zone.lookup).
-MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
-
-# Every type a name can own records of here, as key suffixes (type, class IN).
-TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
-                      for t in (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.SOA, wire.NS))
-
-
-def _owns_records(answers: Mapping[bytes, wire.Answer], name: bytes) -> bool:
-    # A loop, not any(): this runs for every negative answer on the fast path.
-    for suffix in TYPE_SUFFIXES:  # noqa: SIM110
-        if name + suffix in answers:
-            return True
-    return False
-
-
-@dataclass(slots=True)
-class Zone:
-    """What the handler reads. The dicts keep their identity for the process's life."""
-
-    apex_wire: bytes
-    answers: dict[bytes, wire.Answer] = field(default_factory=dict)
-    # Names that exist without records (ENTs, ...) -> reference count; a name with
-    # records is known by its answers, so it is not kept here a second time.
-    names: dict[bytes, int] = field(default_factory=dict)
-    any_answer: wire.Answer | None = None  # RFC 8482's HINFO, the same for every name
-    nxdomain: wire.Answer | None = None
-    nodata: wire.Answer | None = None
-    synced: bool = False
-    serial: int = 0
-    # NXDOMAIN/NODATA answers the handler worked out, keyed like ``answers`` (at most
-    # NEGATIVES_CAP). They depend on the serial (the SOA in them), on which names
-    # exist and on ``synced``: :meth:`changed` empties them whenever any of these moves.
-    negatives: dict[bytes, wire.Answer] = field(default_factory=dict)
-    # Whole UDP responses the handler built (responses.ResponseMemory). Same lifetime
-    # rule.
-    responses: ResponseMemory = field(default_factory=ResponseMemory)
-    # Names whose negative answers carry an EDE (RFC 8914): name -> wire.ede(...).
-    # Changed only with answers (a new serial), so the memories above stay right.
-    explained: dict[bytes, bytes] = field(default_factory=dict)
-    # How the answers that can exceed a UDP client's size are cut (truncate.Cuts), by
-    # answer key; changed with the answers. ``cut_forms``: the truncated forms served so
-    # far, by (key, rotation, room), bounded in bytes (truncate.FORMS_BUDGET); emptied
-    # like the others.
-    cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
-    cut_forms: truncate.FormMemory = field(default_factory=truncate.FormMemory)
-    # Moves with every change (a transfer's shared snapshot is reused while it holds).
-    generation: int = 0
-
-    def changed(self) -> None:
-        """Called after every change to what the zone answers (the serial moves with
-        every rebuild; ``synced`` can flip without one)."""
-        self.generation += 1
-        self.negatives.clear()
-        self.responses.clear()
-        self.cut_forms.clear()
-
-    def lookup(self, name: bytes) -> int:
-        """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
-        for a lower-case wire-format name. The one place existence is decided."""
-        if _owns_records(self.answers, name):
-            return HAS_RECORDS
-        return EMPTY if name in self.names else MISSING
-
-    def exists(self, name: bytes) -> bool:
-        return _owns_records(self.answers, name) or name in self.names
 
 
 class Cache:
@@ -279,13 +116,13 @@ class Cache:
         self._failed: set[ObjectKey] = set()  # services whose last rebuild raised
         self._ns_addresses = list(ns_addresses)
         self._log_rejected = log_rejected
+        self.admission = Admission(zone_names, log_rejected)
         self._apex: Footprint | None = None
         self._forced_serial: int | None = None
         self.on_change = on_change
         self._changes: list[Change] = []
-        # Refused objects: (kind, key) -> why; and by the service they would feed.
-        self.rejections: dict[tuple[str, ObjectKey], Rejection] = {}
-        self._rejections_of: dict[ObjectKey, dict[tuple[str, ObjectKey], Rejection]] = {}
+        # Refused objects: (kind, key) -> why (the admission's own dict).
+        self.rejections = self.admission.rejections
         # When each service's answers were last rebuilt: (serial after it, Unix time).
         self.changed_at: dict[ObjectKey, tuple[int, float]] = {}
         # How each service stands (SERVED, NO_ENDPOINT, REJECTED), for the metrics.
@@ -351,14 +188,14 @@ class Cache:
         elif isinstance(op, SetSerial):
             self._forced_serial = op.serial & 0xFFFFFFFF
         elif isinstance(op, PutRejected):
-            self._note(op.kind, op.key, None if op.reason is None
+            self.admission.note(op.kind, op.key, None if op.reason is None
                        else Rejection(op.service, op.reason, False, True, op.reference), dirty)
         elif isinstance(op, ReplaceRejected):
             for old in [k for k, r in self.rejections.items()
                         if r.source and k not in op.objects]:
-                self._note(*old, None, dirty)
+                self.admission.note(*old, None, dirty)
             for (kind, key), (service, reason) in op.objects.items():
-                self._note(kind, key, Rejection(service, reason, False, True), dirty)
+                self.admission.note(kind, key, Rejection(service, reason, False, True), dirty)
         else:
             self.zone.synced = op.synced
             self.zone.changed()
@@ -378,32 +215,12 @@ class Cache:
         dirty.update(key for key, imp in self.imports.items()
                      if imp.prefer is not Prefer.NOTHING)
 
-    def _note(self, kind: str, key: ObjectKey, rejection: Rejection | None,
-              dirty: set[ObjectKey]) -> None:
-        """Records (or, None, forgets) why an object is refused; its service is rebuilt
-        when that changes what its empty answers say."""
-        old = self.rejections.get((kind, key))
-        if old == rejection:
-            return
-        if old is not None:
-            del self.rejections[(kind, key)]
-            if old.service is not None:
-                of = self._rejections_of[old.service]
-                del of[(kind, key)]
-                if not of:
-                    del self._rejections_of[old.service]
-                dirty.add(old.service)
-        if rejection is not None:
-            self.rejections[(kind, key)] = rejection
-            if rejection.service is not None:
-                self._rejections_of.setdefault(rejection.service, {})[(kind, key)] = rejection
-                dirty.add(rejection.service)
 
     def _put_import(self, key: ObjectKey, obj: ServiceImport | None, dirty: set[ObjectKey],
                     rejected: list[Rejected]) -> None:
-        self._note(IMPORT, key, None, dirty)  # valid now, or deleted
+        self.admission.note(IMPORT, key, None, dirty)  # valid now, or deleted
         if obj is not None:
-            obj = self._admit_import(key, obj, rejected, dirty)
+            obj = self.admission.admit_import(key, obj, rejected, dirty)
             if obj is None:
                 return  # keeps serving the last version that fitted, if any
         old = self.imports.get(key)
@@ -434,9 +251,9 @@ class Cache:
 
     def _put_slice(self, key: ObjectKey, obj: EndpointSlice | None, dirty: set[ObjectKey],
                    rejected: list[Rejected]) -> None:
-        self._note(SLICE, key, None, dirty)
+        self.admission.note(SLICE, key, None, dirty)
         if obj is not None:
-            obj = self._admit_slice(key, obj, rejected, dirty)
+            obj = self.admission.admit_slice(key, obj, rejected, dirty)
             if obj is None:
                 return
         old = self.slices.get(key)
@@ -467,92 +284,6 @@ class Cache:
     def _touch(self, service: ObjectKey, key: ObjectKey) -> None:
         if service in self._headless:
             self._touched.setdefault(service, set()).add(key)
-
-    # -- admission: does every name of the object fit? -----------------------------------
-
-    def _reject(self, rejected: list[Rejected], kind: str, key: ObjectKey, reason: str,
-                served: bool, service: ObjectKey, dirty: set[ObjectKey]) -> None:
-        rejected.append(Rejected(kind, key, reason, served))
-        old = self.rejections.get((kind, key))
-        if old is not None and not old.source and old.served and served:
-            reason = f"{old.reason}; {reason}"  # several ports of one object
-        self._note(kind, key, Rejection(service, reason, served, False), dirty)
-        if not self._log_rejected:
-            return
-        if served:
-            log.warning("%s %s/%s: %s; the rest is served", kind, *key, reason)
-        else:
-            log.warning("%s %s/%s skipped: %s", kind, *key, reason)
-
-    def _service_name(self, kind: str, key: ObjectKey, namespace: str, name: str,
-                      rejected: list[Rejected], dirty: set[ObjectKey]) -> Labels | None:
-        try:
-            return self.names.service(namespace, name)
-        except names.InvalidName as exc:
-            self._reject(rejected, kind, key, f"service name does not fit DNS: {exc}", False,
-                         (namespace, name), dirty)
-            return None
-
-    def _fit_ports(self, kind: str, key: ObjectKey, service: Labels, ports: tuple[Port, ...],
-                   rejected: list[Rejected], owner: ObjectKey,
-                   dirty: set[ObjectKey]) -> tuple[Port, ...]:
-        """The ports, less the names whose ``_<port>._<proto>`` name cannot exist: such a
-        port still counts for the bare-name SRV (as an unnamed port would)."""
-        fitted: list[Port] | None = None
-        for i, port in enumerate(ports):
-            if not port.name:
-                continue
-            try:
-                self.names.port_srv(service, port.name, port.protocol)
-            except names.InvalidName as exc:
-                if fitted is None:
-                    fitted = list(ports)
-                fitted[i] = Port("", port.protocol, port.port)
-                self._reject(rejected, kind, key,
-                             f"port {port.name!r}: no _<port>._<proto> SRV name: {exc}", True,
-                             owner, dirty)
-        return ports if fitted is None else tuple(fitted)
-
-    def _admit_import(self, key: ObjectKey, imp: ServiceImport, rejected: list[Rejected],
-                      dirty: set[ObjectKey]) -> ServiceImport | None:
-        owner = (imp.namespace, imp.name)
-        service = self._service_name(IMPORT, key, imp.namespace, imp.name, rejected, dirty)
-        if service is None:
-            return None
-        ports = self._fit_ports(IMPORT, key, service, imp.ports, rejected, owner, dirty)
-        return imp if ports is imp.ports else replace(imp, ports=ports)
-
-    def _admit_slice(self, key: ObjectKey, piece: EndpointSlice, rejected: list[Rejected],
-                     dirty: set[ObjectKey]) -> EndpointSlice | None:
-        owner = (piece.namespace, piece.service)
-        service = self._service_name(SLICE, key, piece.namespace, piece.service, rejected,
-                                     dirty)
-        if service is None:
-            return None
-        if piece.cluster is not None:
-            try:
-                cluster = names.subdomain(piece.cluster)
-                # The longest endpoint name decides; an address's derived name is at
-                # most 40 characters, so it is only worked out when room is short.
-                room = (names.MAX_NAME_WIRE - names.wire_length(service)
-                        - names.wire_length(cluster))
-                for endpoint in (piece.endpoints + piece.serving if piece.serving
-                                 else piece.endpoints):
-                    if endpoint.hostname is not None:
-                        longest = len(endpoint.hostname)
-                    elif room > names.MAX_DERIVED_HOSTNAME:
-                        continue
-                    else:
-                        longest = max(len(names.endpoint_hostname(ip))
-                                      for ip in endpoint.addresses)
-                    if longest > room:
-                        self.names.endpoint(service, "x" * longest, cluster)  # raises
-            except names.InvalidName as exc:
-                self._reject(rejected, SLICE, key, f"endpoint names do not fit DNS: {exc}",
-                             False, owner, dirty)
-                return None
-        ports = self._fit_ports(SLICE, key, service, piece.ports, rejected, owner, dirty)
-        return piece if ports is piece.ports else replace(piece, ports=ports)
 
     # -- rebuilding -----------------------------------------------------------------------
 
@@ -598,13 +329,11 @@ class Cache:
         return list(self._slices_of.get(service, {}).values())
 
     def rejections_of(self, service: ObjectKey) -> dict[tuple[str, ObjectKey], Rejection]:
-        return dict(self._rejections_of.get(service, {}))
+        return dict(self.admission.of_service.get(service, {}))
 
     def rejected_texts(self, service: ObjectKey) -> list[str]:
         """Why objects of ``service`` are not served, as its empty answers say it."""
-        return [f"{kind} {key[0]}/{key[1]} rejected: {rejection.reason}"
-                for (kind, key), rejection in sorted(self._rejections_of.get(service, {}).items())
-                if not rejection.served]
+        return self.admission.rejected_texts(service)
 
     def _rebuild(self, service: ObjectKey) -> None:
         imp = self.imports.get(service)
@@ -689,7 +418,7 @@ class Cache:
         """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""
         answers, zone_names = self.zone.answers, self.zone.names
         # A name with records is known by its answers: only the others are counted.
-        empty = tuple(name for name in new.names if not _owns_records(new.answers, name))
+        empty = tuple(name for name in new.names if not owns_records(new.answers, name))
         if self.on_change is not None and self.zone.synced:
             self._note_changes(old, new)
         if old is not None:

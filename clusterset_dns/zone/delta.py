@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from clusterset_dns.zone import names, reasons, truncate, wire
 from clusterset_dns.zone.model import EndpointSlice, ObjectKey, Port, ServiceImport, ServiceType
 from clusterset_dns.zone.names import Labels
-from clusterset_dns.zone.records import Built, RecordBuilder, srv_weight
+from clusterset_dns.zone.order import srv_weight
+from clusterset_dns.zone.records import Built, RecordBuilder
 
 # Below this many endpoint names a full rebuild costs about as much as a difference
 # (and keeps no lists); above it, it grows with the service.
 INCREMENTAL_MIN = 256
 # A service name with more addresses than this ranks its endpoints for truncated
-# answers (records._FEW_ADDRESSES); the lists assume it does.
+# answers (order.FEW_ADDRESSES); the lists assume it does.
 _FEW = 16
 
 _SRV_RECORD = struct.Struct("!HHIHHHH")  # type, class, ttl, rdlength, priority, weight, port

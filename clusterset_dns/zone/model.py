@@ -20,7 +20,7 @@ class ServiceType(enum.Enum):
 
 class Prefer(enum.Enum):
     """What a Headless import's trafficDistribution asks of the answers that choose
-    among endpoints (records.Tiers): nothing, the server's zone (PreferClose,
+    among endpoints (order.Tiers): nothing, the server's zone (PreferClose,
     PreferSameZone), or its node, then zone (PreferSameNode)."""
 
     NOTHING = 0
@@ -53,7 +53,7 @@ class ServiceImport:
     ips: tuple[IP, ...]
     ports: tuple[Port, ...]
     # trafficDistribution, as far as it is understood: a Headless import ranks its
-    # endpoints local-first (see records.Tiers).
+    # endpoints local-first (see order.Tiers).
     prefer: Prefer = Prefer.NOTHING
     # A trafficDistribution value not understood (answered as NOTHING; logged once).
     unknown_traffic: str | None = None

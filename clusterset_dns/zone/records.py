@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from clusterset_dns.zone import names, reasons, truncate, wire
 from clusterset_dns.zone.model import (
     IP,
-    Endpoint,
     EndpointSlice,
     Port,
     Prefer,
@@ -25,6 +24,16 @@ from clusterset_dns.zone.model import (
     ServiceType,
 )
 from clusterset_dns.zone.names import Labels, ZoneNames
+from clusterset_dns.zone.order import (
+    FEW_ADDRESSES,
+    Packed,
+    Tiers,
+    best_per_family,
+    endpoint_ranks,
+    sorted_ips,
+    sorted_packed,
+    srv_weight,
+)
 from clusterset_dns.zone.wire import HINFO, SRV, Encoder, question_key
 
 log = logging.getLogger(__name__)
@@ -47,75 +56,6 @@ class Built:
     explained: dict[bytes, bytes] = field(default_factory=dict)
     # How the answers that can be too large for a UDP client are cut (truncate.py).
     cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
-
-
-# Inside the builder an address is its packed form (4 or 16 bytes): computed once per
-# address, hashed and sorted in C. IPv4 first, each family in numeric order (the
-# bytes are big-endian): the order of (version, int(ip)).
-Packed = bytes
-
-
-def _sorted_ips(ips: Iterable[IP]) -> list[Packed]:
-    return _sorted_packed({ip.packed for ip in ips})
-
-
-def _sorted_packed(packed: Iterable[Packed]) -> list[Packed]:
-    return sorted(sorted(set(packed)), key=len)  # stable: numeric order within a family
-
-
-def _best_per_family(addresses: list[Packed], ranks: list[int]) -> list[Packed]:
-    """The addresses of the best rank present in each family (``ranks[i]`` is that of
-    ``addresses[i]``): a tier without an address of a family is empty for it
-    (kube-proxy decides per family too)."""
-    best: dict[int, int] = {}
-    for packed, rank in zip(addresses, ranks, strict=True):
-        if rank < best.get(len(packed), rank + 1):
-            best[len(packed)] = rank
-    return [packed for packed, rank in zip(addresses, ranks, strict=True)
-            if rank == best[len(packed)]]
-
-
-@dataclass(frozen=True, slots=True)
-class Tiers:
-    """Where the server runs, as one preferring import ranks endpoints: of the local
-    cluster, on the server's node (``node``: PreferSameNode only), then in its zone,
-    then the rest; then every other cluster."""
-
-    cluster: str
-    node: str | None
-    zone: str | None
-
-    def rank(self, local: bool, endpoint: Endpoint) -> int:
-        node, zone = self.node, self.zone
-        levels = (node is not None) + (zone is not None)  # a local endpoint in neither
-        if not local:
-            return levels + 1
-        if node is not None and endpoint.node == node:
-            return 0
-        if zone is not None and endpoint.zone == zone:
-            return levels - 1
-        return levels
-
-
-_FEW_ADDRESSES = 16  # this many A records fit any UDP answer (16 bytes each)
-
-
-def _endpoint_ranks(endpoints: list[list[Packed]]) -> dict[Packed, int]:
-    """Each address's endpoint rank: endpoints ordered by their first address (IPv4
-    first, numeric), an address of several endpoints taking the lowest rank. A truncated
-    A or AAAA answer keeps endpoints in this order, so both families keep the same."""
-    firsts = sorted(range(len(endpoints)), key=lambda i: min(
-        (len(packed), packed) for packed in endpoints[i]))
-    ranks: dict[Packed, int] = {}
-    for rank, i in enumerate(firsts):
-        for packed in endpoints[i]:
-            ranks.setdefault(packed, rank)
-    return ranks
-
-
-def srv_weight(count: int) -> int:
-    """CoreDNS's rule: the RRset's records share a weight of 100."""
-    return max(1, 100 // count)
 
 
 class RecordBuilder:
@@ -385,7 +325,7 @@ class RecordBuilder:
         return Tiers(self.cluster_id, node, self.topology_zone)
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
-        ips = _sorted_ips(imp.ips)
+        ips = sorted_ips(imp.ips)
         self._exists(out, svc)
         self._addresses(out, svc, ips)
         if ips:
@@ -453,12 +393,12 @@ class RecordBuilder:
             return  # no ready endpoint anywhere: the service name does not exist
         self._exists(out, svc)
         # Endpoint ranks only where a truncated answer may need them (over ~400 bytes).
-        address_ranks = (_endpoint_ranks(list(endpoints.values()))
-                         if len(every) > _FEW_ADDRESSES else None)
-        self._addresses(out, svc, _sorted_packed(
-            every if tiers is None else _best_per_family(every, every_rank)), address_ranks)
+        address_ranks = (endpoint_ranks(list(endpoints.values()))
+                         if len(every) > FEW_ADDRESSES else None)
+        self._addresses(out, svc, sorted_packed(
+            every if tiers is None else best_per_family(every, every_rank)), address_ranks)
         # Most endpoint names have one address: already sorted.
-        glue = {host: ips if len(ips) == 1 else _sorted_packed(ips)
+        glue = {host: ips if len(ips) == 1 else sorted_packed(ips)
                 for host, ips in hosts.items()}
         for owner, ips in sorted(glue.items()):
             self._exists(out, owner)
@@ -483,7 +423,7 @@ class RecordBuilder:
         out.answers[question_key(zone.apex, wire.SOA)] = enc.finish()
         enc = Encoder(zone.apex)
         enc.ns(0, zone.apex, self.ttl, zone.ns)
-        for packed in _sorted_ips(ns_addresses):
+        for packed in sorted_ips(ns_addresses):
             enc.address(2, zone.ns, self.ttl, packed)
         out.answers[question_key(zone.apex, wire.NS)] = enc.finish()
         enc = Encoder(zone.dns_version)
@@ -492,7 +432,7 @@ class RecordBuilder:
         self._exists(out, zone.dns_version)
         if ns_addresses:
             self._exists(out, zone.ns)
-            self._addresses(out, zone.ns, _sorted_ips(ns_addresses))
+            self._addresses(out, zone.ns, sorted_ips(ns_addresses))
         return out
 
     def _soa(self, enc: Encoder, section: int, serial: int) -> None:

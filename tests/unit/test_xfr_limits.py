@@ -22,7 +22,7 @@ import dns.tsig
 import dns.tsigkeyring
 import pytest
 
-from clusterset_dns.serving import handler as handler_module
+from clusterset_dns.serving import query as query_module
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.transfers import xfr, zonedata
 from clusterset_dns.transfers.journal import Journal
@@ -438,7 +438,7 @@ def test_a_tsig_record_not_last_is_formerr() -> None:
     assert opt[:3] == b"\x00\x00\x29"
     swapped = head + tsig + opt
     assert tsig_of(answer(handler, swapped, True))[0] == dns.rcode.FORMERR
-    assert handler_module.TSIG == dns.rdatatype.TSIG
+    assert query_module.TSIG == dns.rdatatype.TSIG
 
 
 @pytest.mark.parametrize("edns", [False, True])
