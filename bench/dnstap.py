@@ -15,18 +15,17 @@ docs/benchmark.md. Every other option is run.py's (``--mix``, ``--rounds``, ...)
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import run
 
 SERVERS = "ours1,ours1-dnstap,knot,knot-dnstap"
 
 if __name__ == "__main__":
+    # run.py's measurement, run as its own program (bench scripts share code only
+    # through the testkit, never by importing each other).
     argv = sys.argv[1:]
     if not any(a == "--servers" or a.startswith("--servers=") for a in argv):
         argv = ["--servers", SERVERS, *argv]
-    sys.exit(run.main(argv, benchmark="dnstap"))
+    run = str(Path(__file__).resolve().with_name("run.py"))
+    os.execv(sys.executable, [sys.executable, run, "--benchmark", "dnstap", *argv])

@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run as bench_run
 
 from clusterset_dns_testkit.bench import dataset
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.common import log
 from clusterset_dns_testkit.bench.measure import bench_server
+from clusterset_dns_testkit.bench.runargs import parse_args
 from clusterset_dns_testkit.bench.servers import Context, ours_version, start_ours
 
 UNLIMITED = ("--query-log-rate", "1000000")
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if "off" not in wanted or any(v not in VARIANTS for v in wanted):
         print(f"--variants: off and any of {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
-    a = bench_run.parse_args(args)
+    a = parse_args(args)
     mix = a.mix.split(",")[0]
     t_start = time.time()
     tmp = Path(tempfile.mkdtemp(prefix="clusterset-dns-observe-"))
