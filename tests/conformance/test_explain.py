@@ -6,6 +6,7 @@ accounts; the text form of each says the same as its JSON."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -246,3 +247,46 @@ def test_bad_questions_are_clear_errors(start_server: Callable[..., ServerProces
     assert done.returncode == 2 and "--manifests or --server" in done.stderr
     done = cli("--server", f"127.0.0.1:{free_port()}", name("down"))
     assert done.returncode == 2 and "explain:" in done.stderr
+
+
+def _raw_get(health: int, target: bytes) -> bytes:
+    """The whole reply to ``GET target`` sent as bytes (b"" when the server closes
+    without one)."""
+    with socket.create_connection(("127.0.0.1", health), timeout=10) as sock:
+        try:
+            sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+    return data
+
+
+def test_odd_bytes_and_oversized_requests(start_server: Callable[..., ServerProcess],
+                                          objects: Path) -> None:
+    """Names and types carrying CR LF and a header, NUL, bytes that are not UTF-8,
+    quotes, backslashes and U+2028, raw or percent-encoded: each reply is the fixed
+    head and one JSON document in ASCII (the bytes escaped, no header added); a request
+    over the 64 KiB the request line may take is closed unanswered; then /explain and DNS
+    still answer."""
+    health = free_port()
+    srv = start_server(objects, "--health-listen", f"127.0.0.1:{health}", "--workers", "2")
+    good = f"/explain?name={name('down')}".encode()
+    targets = [b"/explain?name=a%0d%0aX-Injected:%201%0d%0a.clusterset.local.",
+               b"/explain?name=%ff%fe%00.clusterset.local.",
+               b"/explain?name=\xff\xfe.clusterset.local.",
+               b"/explain?name=%22%5c%27.clusterset.local.&type=A%0d%0aX-Injected:%201",
+               b"/explain?name=" + b"%e2%80%a8x" * 20 + b".clusterset.local."]
+    for target in targets:
+        reply = _raw_get(health, target)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        status, *headers = head.decode("ascii").split("\r\n")
+        assert status.split()[1] in ("200", "400"), reply[:300]
+        assert sorted(h.split(":")[0] for h in headers) == [
+            "Connection", "Content-Length", "Content-Type"], head
+        assert body.isascii()
+        json.loads(body)
+    assert _raw_get(health, b"/explain?name=" + b"a." * 40_000) == b""
+    assert _raw_get(health, good).startswith(b"HTTP/1.1 200 ")
+    assert srv.answers(name("down"))[0] in ("NOERROR", "NXDOMAIN")
