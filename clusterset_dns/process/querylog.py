@@ -36,6 +36,7 @@ _TYPE_TEXT = {1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "T
 _PLAIN = re.compile(rb"[\x21\x23-\x5b\x5d-\x7e]+")
 _PRINTABLE = frozenset(range(0x21, 0x7F)) - {ord("."), ord("\\"), ord('"')}
 _TC = 0x02  # in the flags' first byte
+MAX_NAME = 255  # octets of a name in wire form, its length bytes and the root's included
 _EPSILON = 1e-9  # float slack of the token count (rates like 3/s are not exact in binary)
 
 
@@ -59,9 +60,11 @@ class RateLimit:
 
 def name_text(data: bytes, offset: int) -> tuple[str, int] | None:
     """The uncompressed name at ``offset`` as presentation text (RFC 1035 5.1 escapes),
-    and where it ends; None when malformed."""
+    and where it ends; None when malformed or longer than a name may be (255 octets:
+    a 64 KB query of 63-byte labels would otherwise make a line of 250 KB)."""
     labels: list[bytes] = []
-    while offset < len(data):
+    end = min(len(data), offset + MAX_NAME)
+    while offset < end:
         length = data[offset]
         if length == 0:
             joined = b".".join(labels)
@@ -70,7 +73,7 @@ def name_text(data: bytes, offset: int) -> tuple[str, int] | None:
             if _PLAIN.fullmatch(joined) and joined.count(b".") == len(labels) - 1:
                 return joined.decode("ascii") + ".", offset + 1
             return "".join(_escaped(label) + "." for label in labels) or ".", offset + 1
-        if length > 63 or offset + 1 + length > len(data):
+        if length > 63 or offset + 1 + length >= end:  # the root's byte must fit too
             return None
         labels.append(data[offset + 1 : offset + 1 + length])
         offset += 1 + length
