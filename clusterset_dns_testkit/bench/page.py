@@ -456,11 +456,17 @@ def _locality_section(path: Path, result: Result, root: Path) -> list[str]:
             "", f"Ratio of the medians: {d['ratio']:.2f} over {d['rounds']} rounds."]
 
 
-def _manifest_poll_section(path: Path, result: Result, root: Path) -> list[str]:
-    d = result["data"]
+def _code_rows(d: Result) -> list[tuple[str, Result]]:
+    """This code's figures and, when the run measured one, the baseline checkout's."""
     rows = [("this code", d["ours"])]
     if "baseline" in d:
         rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    return rows
+
+
+def _manifest_poll_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    rows = _code_rows(d)
     return [*_facts(path, result, root), "",
             f"{d['files']:,} unchanged files polled every {d['poll_interval']:g} s, one name "
             f"asked back to back for {d['seconds']:g} s.", "",
@@ -485,9 +491,7 @@ def _fat_objects_section(path: Path, result: Result, root: Path) -> list[str]:
 
 def _xfr_load_section(path: Path, result: Result, root: Path) -> list[str]:
     d = result["data"]
-    rows = [("this code", d["ours"])]
-    if "baseline" in d:
-        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    rows = _code_rows(d)
     lines = [*_facts(path, result, root), "",
              f"A zone of {d['services']} headless services x {d['endpoints']} endpoints "
              f"({rows[0][1]['answer_keys']:,} answer keys, an AXFR of "
@@ -513,9 +517,7 @@ def _xfr_load_section(path: Path, result: Result, root: Path) -> list[str]:
 
 def _change_cost_section(path: Path, result: Result, root: Path) -> list[str]:
     d = result["data"]
-    rows = [("this code", d["ours"])]
-    if "baseline" in d:
-        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    rows = _code_rows(d)
     lines = [*_facts(path, result, root), "",
              "`Cache.apply` of one op, in process: a readiness flip of one endpoint (and the "
              "flip back) in one Headless service (slices of 100, 5 named ports), after the "
@@ -556,9 +558,7 @@ def _observe_cost_section(path: Path, result: Result, root: Path) -> list[str]:
 
 def _explain_burst_section(path: Path, result: Result, root: Path) -> list[str]:
     d = result["data"]
-    rows = [("this code", d["ours"])]
-    if "baseline" in d:
-        rows.append((f"baseline ({d['baseline_version']})", d["baseline"]))
+    rows = _code_rows(d)
     lines = [*_facts(path, result, root), "",
              "An unrelated name asked over UDP once a millisecond (open loop: latency from "
              f"when each query was due); phases of {d['seconds']:g} s "
