@@ -35,7 +35,7 @@ def binary() -> Path:
 
 # -- protobuf, read from its wire format (varint, fixed32, length-delimited) -----------
 
-def _varint(data: bytes, at: int) -> tuple[int, int]:
+def varint(data: bytes, at: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         byte = data[at]
@@ -52,13 +52,13 @@ def fields(data: bytes) -> dict[int, Any]:
     out: dict[int, Any] = {}
     at = 0
     while at < len(data):
-        key, at = _varint(data, at)
+        key, at = varint(data, at)
         number, kind = key >> 3, key & 7
         value: Any
         if kind == 0:
-            value, at = _varint(data, at)
+            value, at = varint(data, at)
         elif kind == 2:
-            length, at = _varint(data, at)
+            length, at = varint(data, at)
             value, at = data[at:at + length], at + length
             if at > len(data):
                 raise ValueError("length-delimited field past the end")

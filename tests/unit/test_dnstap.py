@@ -1,5 +1,5 @@
-"""dnstap: the hand-written protobuf and Frame Streams bytes, read back by a decoder
-written here from the protobuf wire format (not from the encoder), and the Tap's
+"""dnstap: the hand-written protobuf and Frame Streams bytes, read back by the testkit's
+decoder (written from the protobuf wire format, not from the encoder), and the Tap's
 queue, handshake, reconnection and drop counting against a collector on a Unix
 socket, on a fake clock. The real reader (golang-dnstap) is driven in
 tests/conformance/test_dnstap.py."""
@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import struct
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -20,51 +19,11 @@ from clusterset_dns.base.config import Config, ConfigError, DnstapTarget, parse_
 from clusterset_dns.process import dnstap
 from clusterset_dns.process import dnstapwire as wire
 from clusterset_dns.serving.stats import Stats
+from clusterset_dns_testkit.dnstapreader import fields, varint
 
 from .fakeclock import FakeClock
 
 T = TypeVar("T")
-
-
-# -- a protobuf reader (wire types 0, 2, 5) --------------------------------------------
-
-def read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
-
-
-def fields(data: bytes) -> dict[int, list[Any]]:
-    """field number -> its values in order (ints, or bytes for length-delimited)."""
-    out: dict[int, list[Any]] = {}
-    at = 0
-    while at < len(data):
-        key, at = read_varint(data, at)
-        number, kind = key >> 3, key & 7
-        value: Any
-        if kind == 0:
-            value, at = read_varint(data, at)
-        elif kind == 2:
-            length, at = read_varint(data, at)
-            value, at = data[at:at + length], at + length
-            assert at <= len(data)
-        elif kind == 5:
-            value, at = struct.unpack_from("<I", data, at)[0], at + 4
-        else:
-            raise AssertionError(f"wire type {kind}")
-        out.setdefault(number, []).append(value)
-    return out
-
-
-def one(data: bytes) -> dict[int, Any]:
-    found = fields(data)
-    assert all(len(v) == 1 for v in found.values()), found  # optional fields: at most once
-    return {k: v[0] for k, v in found.items()}
 
 
 # -- the bytes -------------------------------------------------------------------------
@@ -74,7 +33,7 @@ def one(data: bytes) -> dict[int, Any]:
     (2**32 - 1, b"\xff\xff\xff\xff\x0f"), (2**64 - 1, b"\xff" * 9 + b"\x01")])
 def test_varint(value: int, encoded: bytes) -> None:
     assert wire.varint(value) == encoded
-    assert read_varint(encoded, 0) == (value, len(encoded))
+    assert varint(encoded, 0) == (value, len(encoded))
 
 
 @pytest.mark.parametrize(("host", "family", "packed"), [
@@ -91,18 +50,18 @@ def test_query_and_response_messages_carry_every_field() -> None:
     query, response = b"\x12\x34query", b"\x12\x34response"
     pre = wire.preamble(b"host-a", b"clusterset-dns 9")
     sent = (1_700_000_123_456_789_012, 1_700_000_124_000_000_001)
-    q = one(wire.dnstap(pre, wire.query_message(head, sent[0], query)))
-    r = one(wire.dnstap(pre, wire.response_message(head, sent[0], sent[1], response)))
+    q = fields(wire.dnstap(pre, wire.query_message(head, sent[0], query)))
+    r = fields(wire.dnstap(pre, wire.response_message(head, sent[0], sent[1], response)))
     for d in (q, r):
         assert set(d) == {1, 2, 14, 15}
         assert (d[1], d[2], d[15]) == (b"host-a", b"clusterset-dns 9", wire.DNSTAP_MESSAGE)
-    qm, rm = one(q[14]), one(r[14])
+    qm, rm = fields(q[14]), fields(r[14])
     assert qm == {1: wire.AUTH_QUERY, 2: wire.INET6, 3: wire.TCP, 4: b"\x00" * 15 + b"\x01",
                   6: 53211, 8: 1_700_000_123, 9: 456_789_012, 10: query}
     assert rm == {1: wire.AUTH_RESPONSE, 2: wire.INET6, 3: wire.TCP, 4: b"\x00" * 15 + b"\x01",
                   6: 53211, 8: 1_700_000_123, 9: 456_789_012, 12: 1_700_000_124, 13: 1,
                   14: response}
-    assert one(wire.peer_head(False, "10.1.2.3", 0)) == {2: wire.INET, 3: wire.UDP,
+    assert fields(wire.peer_head(False, "10.1.2.3", 0)) == {2: wire.INET, 3: wire.UDP,
                                                          4: b"\x0a\x01\x02\x03", 6: 0}
 
 
@@ -129,7 +88,7 @@ def test_encoder_frames_are_the_messages_framed(query_size: int,
 
 
 def test_no_identity_no_version_no_field() -> None:
-    assert set(one(wire.dnstap(wire.preamble(b"", b""), b""))) == {14, 15}
+    assert set(fields(wire.dnstap(wire.preamble(b"", b""), b""))) == {14, 15}
 
 
 def test_frames() -> None:
@@ -237,6 +196,25 @@ def run(body: Callable[[str, Stats, FakeClock], Awaitable[T]]) -> T:
             body(str(Path(tmp) / "tap.sock"), Stats(), FakeClock()), 30))
 
 
+async def stuck_tap(path: str, stats: Stats,
+                    clock: FakeClock) -> tuple[Collector, dnstap.Tap]:
+    """A Tap (queue of 50) connected to a collector that takes the handshake and then
+    reads nothing, sent 20 x 50 large messages: far more than the socket and WRITE_HIGH
+    hold; the queue never holds more than its bound meanwhile."""
+    collector = Collector(path, reads=False)
+    await collector.start()
+    tap = dnstap.Tap(DnstapTarget(path=path), "", "", 50, stats, clock)
+    tap.start()
+    await until(lambda: tap.connected, "connected")
+    big = b"\0\0" + bytes(4000)
+    for _ in range(20):
+        for _ in range(50):
+            tap.observe(big, big, False, ("127.0.0.1", 1), 0)
+            assert len(tap.queue) <= 50
+        await asyncio.sleep(0.01)
+    return collector, tap
+
+
 def answer(n: int) -> tuple[bytes, bytes]:
     return n.to_bytes(2, "big") + b"q", n.to_bytes(2, "big") + b"r"
 
@@ -257,7 +235,7 @@ def test_tap_sends_each_answer_as_two_messages_then_stop() -> None:
         await collector.close()
         assert collector.controls == [wire.READY, wire.START, wire.STOP]
         assert (stats.dnstap_sent, stats.dnstap_dropped) == (7, 0)
-        messages = [one(one(frame)[14]) for frame in collector.frames]
+        messages = [fields(fields(frame)[14]) for frame in collector.frames]
         assert [m[1] for m in messages] == [wire.AUTH_QUERY, wire.AUTH_RESPONSE] * 3 + [
             wire.AUTH_QUERY]
         for n in range(3):
@@ -285,7 +263,7 @@ def test_queue_bound_drops_and_counts_while_no_collector_then_connects() -> None
         collector = Collector(path)
         await collector.start()
         await until(lambda: len(collector.frames) == 6, "the 3 queued answers", clock)
-        assert [one(one(f)[14]).get(10) for f in collector.frames[::2]] == [
+        assert [fields(fields(f)[14]).get(10) for f in collector.frames[::2]] == [
             answer(n)[0] for n in range(3)]
         await tap.stop()
         await collector.close()
@@ -381,17 +359,7 @@ def test_a_collector_that_refuses_the_content_type_is_retried() -> None:
 
 def test_a_collector_that_never_reads_holds_the_queue_to_its_bound() -> None:
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
-        collector = Collector(path, reads=False)
-        await collector.start()
-        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 50, stats, clock)
-        tap.start()
-        await until(lambda: tap.connected, "connected")
-        big = b"\0\0" + bytes(4000)
-        for _ in range(20):  # far more than the socket and WRITE_HIGH hold
-            for _ in range(50):
-                tap.observe(big, big, False, ("127.0.0.1", 1), 0)
-                assert len(tap.queue) <= 50
-            await asyncio.sleep(0.01)
+        collector, tap = await stuck_tap(path, stats, clock)
         assert tap.connected
         assert stats.dnstap_dropped > 0
         assert stats.dnstap_sent + stats.dnstap_dropped + 2 * len(tap.queue) == 20 * 50 * 2
@@ -406,16 +374,7 @@ def test_stop_with_a_collector_that_never_reads_ends_at_the_flush_timeout() -> N
     sender is stuck behind a full connection; stop() waits FLUSH_TIMEOUT on the injected
     clock and no longer (still stopping a millisecond before, stopped at it)."""
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
-        collector = Collector(path, reads=False)
-        await collector.start()
-        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 50, stats, clock)
-        tap.start()
-        await until(lambda: tap.connected, "connected")
-        big = b"\0\0" + bytes(4000)
-        for _ in range(20):  # far more than the socket and WRITE_HIGH hold
-            for _ in range(50):
-                tap.observe(big, big, False, ("127.0.0.1", 1), 0)
-            await asyncio.sleep(0.01)
+        collector, tap = await stuck_tap(path, stats, clock)
         assert stats.dnstap_dropped > 0  # the sender waits for the collector
         stopping = asyncio.ensure_future(tap.stop())
         await until(lambda: bool(clock.pending()), "the flush timer")
@@ -449,7 +408,7 @@ def test_tcp_target() -> None:
         tap.start()
         tap.observe(*answer(1), False, ("127.0.0.1", 1), 0)
         await until(lambda: bool(got), "a frame over TCP")
-        assert one(one(got[0])[14])[10] == answer(1)[0]
+        assert fields(fields(got[0])[14])[10] == answer(1)[0]
         tap.task.cancel() if tap.task else None
         server.close()
 
