@@ -29,7 +29,7 @@ from clusterset_dns.process.dnstap import Tap
 from clusterset_dns.process.explain_http import ExplainEndpoint
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.process.querylog import QueryLog
-from clusterset_dns.process.sink import BULK, Sink, release_memory, snapshot
+from clusterset_dns.process.sink import BULK, Sink, release_memory
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.observe import Observer, fan_out
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 # The sink (and the memory release after a load) is sink.py's; its names stay
 # importable here, where callers have always found them.
 __all__ = ["BULK", "ProcessState", "Server", "Sink", "release_memory", "run", "serve",
-           "snapshot", "worker_process"]
+           "worker_process"]
 
 @dataclass(frozen=True, slots=True)
 class ProcessState:
@@ -197,7 +197,7 @@ class Server:
         cache = state.cache
         self.metrics = meters = metrics.Metrics()
         self.pool = pool = workers.WorkerPool(
-            config, config.workers - 1, WORKER_ENTRY, lambda: snapshot(cache),
+            config, config.workers - 1, WORKER_ENTRY, cache.snapshot,
             lambda reason: meters.worker_restarts.labels(reason).inc())
         journal = state.journal
         self.largest = collector.Largest(cache)
@@ -282,20 +282,12 @@ class Server:
             make_source(config, sink.apply, self.metrics, state.cache)(), name="source")
         synced = asyncio.create_task(sink.synced.wait())
         self.stopper = asyncio.create_task(state.stop.wait())
-        # The first load is a few hundred thousand objects that all stay (answers,
-        # models): the cyclic collector would go over them again and again while they
-        # arrive (0.17 s of a 2.6 s start at 10,000 imports and 100,000 endpoints) and
-        # find nothing. It is off until the first sync, or --startup-timeout at most.
-        sink.starting = True
-        gc.disable()
-        try:
-            # A source that fails at start (an unusable kubeconfig) ends start-up at once,
-            # and so does a stop signal.
+        # Until the first sync, or --startup-timeout at most (see Sink.first_load). A
+        # source that fails at start (an unusable kubeconfig) ends start-up at once, and
+        # so does a stop signal.
+        with sink.first_load():
             await asyncio.wait({synced, source, self.stopper}, timeout=config.startup_timeout,
                                return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gc.enable()
-            sink.starting = False
         synced.cancel()
         failed = _source_failed(source)
         if failed is not None:

@@ -325,6 +325,13 @@ class Cache:
                 self.changed_at.pop(service, None)
         return failures
 
+    def snapshot(self) -> list[Op]:
+        """The whole state as ops: what a new (or restarted) worker starts from."""
+        builder = self.builder
+        return [SetClusterId(builder.cluster_id), SetTopologyZone(builder.topology_zone),
+                ReplaceImports(dict(self.imports)), ReplaceSlices(dict(self.slices)),
+                SetSynced(self.zone.synced), SetSerial(self.zone.serial)]
+
     def slices_of(self, service: ObjectKey) -> list[EndpointSlice]:
         return list(self._slices_of.get(service, {}).values())
 

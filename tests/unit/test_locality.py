@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterset_dns.base.config import Config, ConfigError
-from clusterset_dns.process.app import snapshot
 from clusterset_dns.process.cli import build_parser, to_config
 from clusterset_dns.process.dump import dump, zone_lines
 from clusterset_dns.sources import convert
@@ -364,7 +363,7 @@ def test_cluster_id_and_zone_changes_rebuild_only_when_they_change() -> None:
 def test_a_worker_snapshot_carries_the_locality() -> None:
     parent = cache_at("east", "zone-b", [near()], slices())
     worker = Cache(ZoneNames(ZONE), 5)
-    worker.apply(snapshot(parent))
+    worker.apply(parent.snapshot())
     assert service_lines(worker) == service_lines(parent) == records_of([E_B], [E_B], [E_A],
                                                                          [W_A])
 
@@ -372,7 +371,7 @@ def test_a_worker_snapshot_carries_the_locality() -> None:
 def test_constructor_locality_is_used_from_the_first_build() -> None:
     cache = Cache(ZoneNames(ZONE), 5, cluster_id="west")
     fresh = build_cache([near()], slices())
-    cache.apply(snapshot(fresh)[2:])  # the objects, not fresh's (unknown) locality
+    cache.apply(fresh.snapshot()[2:])  # the objects, not fresh's (unknown) locality
     assert service_lines(cache) == records_of([W_A], [W_A], [E_A, E_B])
 
 

@@ -46,7 +46,7 @@ class Parent:
         self.cache = Cache(ZoneNames(ZONE), 5)
         self.restarts: list[str] = []
         self.pool = workers.WorkerPool(self.config, 1, app.WORKER_ENTRY,
-                                       lambda: app.snapshot(self.cache), self.restarts.append,
+                                       self.cache.snapshot, self.restarts.append,
                                        clock)
 
     def apply(self, ops: list[Op]) -> None:
