@@ -68,8 +68,9 @@ class MessageWriter:
             if rtype == wire.NS:
                 rdata = self._name(rdata, start)
             else:
-                mname, after = _split_name(rdata, 0)
-                rname, after = _split_name(rdata, after)
+                middle = wire.skip_name(rdata, 0)  # rrs' names: uncompressed
+                after = wire.skip_name(rdata, middle)
+                mname, rname = rdata[:middle], rdata[middle:after]
                 first = self._name(mname, start)
                 second = self._name(rname, start + len(first))
                 rdata = first + second + rdata[after:]
@@ -185,16 +186,6 @@ _REACH = 0x4000 - 256
 # target, RFC 2782), so the only pointers of their records are the owners.
 _COPYABLE = frozenset({wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.HINFO})
 _POINTERS = [(0xC000 | at).to_bytes(2, "big") for at in range(0x4000)]
-
-
-
-
-def _split_name(data: bytes, at: int) -> tuple[bytes, int]:
-    """An uncompressed name at ``at`` and the offset after it."""
-    start = at
-    while data[at]:
-        at += data[at] + 1
-    return data[start : at + 1], at + 1
 
 
 def with_serial(soa: rrs.Record, serial: int) -> rrs.Record:

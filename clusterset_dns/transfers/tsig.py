@@ -4,7 +4,6 @@ it does not write, and the signing of a transfer's messages, each chained to the
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import dns.exception
@@ -83,7 +82,7 @@ def sign(message: bytes, key: dns.tsig.Key, query: dns.message.Message, ctx: Any
     record = (wire_name(key.name)
               + wire.RR_HEAD.pack(dns.rdatatype.TSIG, dns.rdataclass.ANY, 0, len(rdata))
               + rdata)
-    arcount = struct.unpack_from("!H", message, 10)[0] + 1
+    arcount = wire.U16.unpack_from(message, 10)[0] + 1
     return message[:10] + arcount.to_bytes(2, "big") + message[12:] + record, ctx
 
 

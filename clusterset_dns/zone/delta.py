@@ -42,7 +42,6 @@ INCREMENTAL_MIN = 256
 _FEW = 16
 
 _SRV_RECORD = struct.Struct("!HHIHHHH")  # type, class, ttl, rdlength, priority, weight, port
-_POINTER = struct.Struct("!H")
 _POINTER_MAX = 0x3FFF  # a compression pointer's 14-bit offset
 _ADDRESS_SUFFIX = {size: struct.pack("!HH", rtype, wire.CLASS_IN)
                    for size, rtype in ((4, wire.A), (16, wire.AAAA))}
@@ -418,7 +417,7 @@ def _glue(parts: list[bytes], owner: Labels, state: Headless, ends: list[int], b
     starts = [base + end - len(target_wire) for end, target_wire in zip(ends, wires,
                                                                        strict=False)]
     reach = bisect.bisect_left(starts, _POINTER_MAX)
-    pointer = _POINTER.pack
+    pointer = wire.U16.pack
     parts += [pointer(0xC000 | at) + fixed[len(packed)] + packed
               for at, packed in zip(starts[:reach], packs, strict=False)]
     tails = _Tails(owner)  # what follows the first label, by its wire form
@@ -454,7 +453,7 @@ def _compressed(labels: Labels, suffixes: Mapping[Labels, int]) -> bytes:
     for i, label in enumerate(labels):
         pointer = suffixes.get(labels[i:])
         if pointer is not None:
-            return bytes(out) + _POINTER.pack(0xC000 | pointer)
+            return bytes(out) + wire.U16.pack(0xC000 | pointer)
         out.append(len(label))
         out += label
     out.append(0)

@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 from clusterset_dns.zone import names, wire
 
-_SRV_FIXED = struct.Struct("!HHH")
 _SOA_FIXED = struct.Struct("!IIIII")
 _TYPE_TEXT = {wire.A: "A", wire.AAAA: "AAAA", wire.SRV: "SRV", wire.TXT: "TXT",
               wire.HINFO: "HINFO", wire.SOA: "SOA", wire.NS: "NS"}
@@ -99,15 +98,10 @@ def record_at(message: bytes, offset: int) -> tuple[Record, int]:
 def skip_name(message: bytes, offset: int) -> int:
     """Where the bytes after the name at ``offset`` start (labels, ended by the root
     or a pointer), without reading the name."""
-    while True:
-        if offset >= len(message):
-            raise DecodeError("name runs past the message")
-        length = message[offset]
-        if length >= 0xC0:
-            return offset + 2
-        offset += 1 + length
-        if length == 0:
-            return offset
+    try:
+        return wire.skip_name(message, offset)
+    except IndexError:
+        raise DecodeError("name runs past the message") from None
 
 
 def skip_record(message: bytes, offset: int) -> tuple[int, int]:
@@ -178,7 +172,7 @@ def rdata_text(rtype: int, rdata: bytes) -> str:
     if rtype == wire.AAAA:
         return str(IPv6Address(rdata))
     if rtype == wire.SRV:
-        priority, weight, port = _SRV_FIXED.unpack_from(rdata)
+        priority, weight, port = wire.SRV_FIXED.unpack_from(rdata)
         return f"{priority} {weight} {port} {names.wire_to_text(rdata[6:])}"
     if rtype == wire.NS:
         return names.wire_to_text(rdata)

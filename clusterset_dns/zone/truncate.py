@@ -28,7 +28,6 @@ from clusterset_dns.zone import wire
 
 ROTATIONS = 4  # truncated orders served in turn, per name: one a second
 A_BIT, AAAA_BIT = 1, 2  # the family a Cuts answers
-_POINTER = struct.Struct("!H")
 _SRV_HEAD = struct.Struct("!HH")  # rdlength, then the SRV priority
 _SRV_TARGET = 6  # priority, weight, port, then the target
 _NO_EDNS_ROOM = 512 - 12 - wire.OPT_LEN  # the least room a UDP answer has, less the question
@@ -164,7 +163,7 @@ class Cuts:
                 size = sum(2 + len(tail) for tail in tails)
                 if not tails or used + size > room or at > 0x3FFF:
                     continue
-                owner = _POINTER.pack(0xC000 | at)
+                owner = wire.U16.pack(0xC000 | at)
                 parts.extend(owner + tail for tail in tails)
                 used += size
                 glued += len(tails)
@@ -199,32 +198,6 @@ def address_cuts(head: bytes, order: Sequence[bytes], body: bytes | None, ranks:
                                  % max(count, 1)))
                   for r in range(ROTATIONS))
     return Cuts(body, offsets, plans, rotation, family)
-
-
-def _skip_name(data: bytes, offset: int) -> int:
-    while True:
-        length = data[offset]
-        if length == 0:
-            return offset + 1
-        if length & 0xC0 == 0xC0:
-            return offset + 2
-        offset += length + 1
-
-
-def _read_name(data: bytes, offset: int) -> bytes:
-    """The uncompressed, lower-case wire form of the name at ``offset``."""
-    out = bytearray()
-    for _ in range(128):  # a pointer loop cannot come from the encoder; bounded anyway
-        length = data[offset]
-        if length == 0:
-            out.append(0)
-            return bytes(out).lower()
-        if length & 0xC0 == 0xC0:
-            offset = _POINTER.unpack_from(data, offset)[0] & 0x3FFF
-            continue
-        out += data[offset : offset + length + 1]
-        offset += length + 1
-    raise ValueError("compression loop")
 
 
 def srv_cuts(question: bytes, answer: wire.Answer, rotation: Rotation) -> Cuts:
@@ -268,7 +241,7 @@ class SrvCuts(Cuts):
         unpack = _SRV_HEAD.unpack_from
         at = 0
         for _ in range(count):
-            rdata = (at + 2 if body[at] >= 0xC0 else _skip_name(body, at)) + 10
+            rdata = (at + 2 if body[at] >= 0xC0 else wire.skip_name(body, at)) + 10
             rdlength, priority = unpack(body, rdata - 2)
             name = body[rdata + _SRV_TARGET : rdata + rdlength]
             found = index.get(name)
@@ -290,10 +263,10 @@ class SrvCuts(Cuts):
                 fixed = at + 2
                 owner = pointed.get(((body[at] & 0x3F) << 8) | body[at + 1])
             else:
-                fixed = _skip_name(body, at)
+                fixed = wire.skip_name(body, at)
             if owner is None:  # written out, or pointing elsewhere (the question): decode
                 message = message or bytes(12) + question + body
-                owner = index.get(_read_name(message, base + at))
+                owner = index.get(wire.read_name(message, base + at))
             end = fixed + 10 + wire.RR_HEAD.unpack_from(body, fixed)[3]
             if owner is not None:
                 glue[owner].append(body[fixed:end])

@@ -28,12 +28,12 @@ NOERROR, FORMERR, SERVFAIL, NXDOMAIN, NOTIMP, REFUSED = 0, 1, 2, 3, 4, 5
 # Header flag bits (the 16-bit word after the ID).
 QR, AA, TC, RD, RA, CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0080, 0x0010
 
-_H = struct.Struct("!H")
 # The fixed parts of a message, shared by every module that reads or writes one.
+U16 = struct.Struct("!H")  # a length, a count or a compression pointer (0xC000 | offset)
 HEADER = struct.Struct("!HHHHH")  # after the ID: flags, qd, an, ns, ar
 COUNTS = struct.Struct("!HHHH")  # qd, an, ns, ar
 RR_HEAD = struct.Struct("!HHIH")  # after a record's owner: type, class, ttl, rdlength
-_SRV_FIXED = struct.Struct("!HHH")  # priority, weight, port
+SRV_FIXED = struct.Struct("!HHH")  # an SRV's rdata before its target: priority, weight, port
 
 
 TCP_MAX = 65535  # a TCP message's two-byte length prefix (RFC 1035 4.2.2)
@@ -68,6 +68,36 @@ def walk_name(data: bytes, offset: int, pointers: bool = False) -> tuple[list[in
     if offset - start > MAX_NAME or offset > size:
         return None
     return starts, offset
+
+
+def skip_name(data: bytes, offset: int) -> int:
+    """Where the bytes after the name at ``offset`` start (labels ended by the root or a
+    pointer), without reading it. For names this server encoded: nothing is checked
+    but the end of ``data`` (IndexError)."""
+    while True:
+        length = data[offset]
+        if length >= 0xC0:
+            return offset + 2
+        offset += length + 1
+        if length == 0:
+            return offset
+
+
+def read_name(data: bytes, offset: int) -> bytes:
+    """The uncompressed, lower-case wire form of the name at ``offset``, its pointers
+    followed. For names this server encoded (IndexError past the end)."""
+    out = bytearray()
+    for _ in range(128):  # a pointer loop cannot come from the encoder; bounded anyway
+        length = data[offset]
+        if length == 0:
+            out.append(0)
+            return bytes(out).lower()
+        if length >= 0xC0:
+            offset = U16.unpack_from(data, offset)[0] & 0x3FFF
+            continue
+        out += data[offset : offset + length + 1]
+        offset += length + 1
+    raise ValueError("compression loop")
 
 
 def skip_rr(data: bytes, offset: int) -> tuple[int, int, int, int, bool] | None:
@@ -142,7 +172,7 @@ def ede(code: int, text: str) -> bytes:
     if len(raw) > EDE_TEXT_MAX:
         raw = raw[: EDE_TEXT_MAX - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
     option = struct.pack("!HHH", EDE_OPTION, 2 + len(raw), code) + raw
-    return _H.pack(len(option)) + option
+    return U16.pack(len(option)) + option
 
 
 class Explained(Answer):
@@ -261,7 +291,7 @@ def srv_answer(question: Labels, ttl: int,
         if head is None:
             head = fixed[(rdlength, port, priority, weight)] = (
                 b"\xc0\x0c" + RR_HEAD.pack(SRV, CLASS_IN, ttl, rdlength)
-                + _SRV_FIXED.pack(priority, weight, port))
+                + SRV_FIXED.pack(priority, weight, port))
         parts.append(head)
         parts.append(target_wire)
         at = base + position + 18  # 2 (owner) + 10 (record head) + 6 (SRV fields)
@@ -276,7 +306,7 @@ def srv_answer(question: Labels, ttl: int,
     address_heads = {size: RR_HEAD.pack(rtype, CLASS_IN, ttl, size)
                      for size, rtype in _ADDRESS_TYPE.items()}
     for target_wire, addresses in glue:
-        owner = _H.pack(0xC000 | ptrs[target_wire])
+        owner = U16.pack(0xC000 | ptrs[target_wire])
         for packed in addresses:
             parts.append(owner + address_heads[len(packed)] + packed)
             count += 1
@@ -313,7 +343,7 @@ class Encoder:
             suffix = labels[i:]
             pointer = self._ptrs.get(suffix)
             if pointer is not None and compress:
-                buf += _H.pack(0xC000 | pointer)
+                buf += U16.pack(0xC000 | pointer)
                 return
             offset = self._base + len(buf)
             if pointer is None and self._base >= 0 and offset < 0x3FFF:
@@ -336,7 +366,7 @@ class Encoder:
         return at + 8
 
     def _end(self, at: int) -> None:
-        self._buf[at : at + 2] = _H.pack(len(self._buf) - at - 2)
+        self._buf[at : at + 2] = U16.pack(len(self._buf) - at - 2)
 
     def address(self, section: int, owner: Labels, ttl: int, packed: bytes) -> None:
         self._rr(section, owner, A if len(packed) == 4 else AAAA, ttl, len(packed))
@@ -348,7 +378,7 @@ class Encoder:
         # RFC 2782: the target is never compressed, so it is copied whole. Only the full
         # name is remembered for compression: the glue records after it are owned by it.
         self._rr(section, owner, SRV, ttl, 6 + len(target_wire))
-        self._buf += _SRV_FIXED.pack(priority, weight, port)
+        self._buf += SRV_FIXED.pack(priority, weight, port)
         offset = self._base + len(self._buf)
         if target not in self._ptrs and self._base >= 0 and offset < 0x3FFF:
             self._ptrs[target] = offset
