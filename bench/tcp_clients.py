@@ -30,7 +30,7 @@ from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for  # noqa: E4
 
 def idle(count: int) -> None:
     with ServerProcess("--manifests", str(ROOT / "examples"), "--tcp-idle-timeout", "300",
-                       "--max-tcp-connections", str(count + 10)) as server:
+                       "--max-tcp-connections", str(4 * (count + 10))) as server:
         server.wait_ready()
         base = server.rss_kib()
         clients = [socket.create_connection((server.host, server.port)) for _ in range(count)]
@@ -49,7 +49,7 @@ def non_reading(count: int, seconds: float) -> None:
     chunk = (struct.pack("!H", len(wire)) + wire) * 2000
     core = ROOT / "tests" / "conformance" / "objects" / "core"
     with ServerProcess("--manifests", str(core), "--tcp-idle-timeout", "60",
-                       "--max-tcp-connections", str(count + 10)) as server:
+                       "--max-tcp-connections", str(4 * (count + 10))) as server:
         server.wait_ready()
         base = server.rss_kib()
         clients = [socket.create_connection((server.host, server.port)) for _ in range(count)]

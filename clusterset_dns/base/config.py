@@ -237,8 +237,9 @@ class Config:
         "before a TCP connection is closed; aborted if answers are still unsent", parse=float,
         bounds=(0.001, 3600), metavar="SECONDS")
     max_tcp_connections: int = flag(
-        0, "concurrent TCP connections per process; more are closed at once (0 = half the "
-        "descriptor limit, at most 1024)", parse=int, bounds=(0, 1048576), metavar="N")
+        0, "concurrent TCP connections per process, one client address at most a quarter; "
+        "more are closed at once (0 = half the descriptor limit, at most 1024)", parse=int,
+        bounds=(0, 1048576), metavar="N")
     lameduck: float = flag(
         5.0, "seconds DNS keeps answering after SIGTERM while /ready says 503 (so the "
         "Service drops this pod before its listeners close)", parse=float, bounds=(0, 3600),

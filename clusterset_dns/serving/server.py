@@ -38,6 +38,7 @@ WRITE_CHUNK = 16 << 10
 # so 1,024 of them stay under 200 MiB. Legitimate TCP clients (forwarders, TC
 # retries) need far fewer.
 MAX_TCP_CONNECTIONS = 1024
+PER_CLIENT_SHARE = 4  # one client address holds at most a quarter of the connections
 FD_LIMIT_IF_UNLIMITED = 1 << 20
 EPHEMERAL_ATTEMPTS = 20
 TRANSFER_SNDBUF = 128 << 10  # a zone transfer's socket send buffer (the kernel doubles it)
@@ -132,11 +133,12 @@ class TCPProtocol(asyncio.BufferedProtocol):
     that never reads. Bytes that do not complete a message are not progress, so a
     client trickling a message a byte at a time cannot hold a connection."""
 
-    __slots__ = ("buffer", "drained", "eof", "last_activity", "loop", "server", "timer",
-                 "transferring", "transport", "writing_paused")
+    __slots__ = ("buffer", "client", "drained", "eof", "last_activity", "loop", "server",
+                 "timer", "transferring", "transport", "writing_paused")
 
     def __init__(self, server: DNSServer) -> None:
         self.server = server
+        self.client = ""  # the peer's address, counted in server.per_client while open
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -151,10 +153,19 @@ class TCPProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         server = self.server
-        if len(server.connections) >= server.max_tcp_connections:
+        peer = transport.get_extra_info("peername")
+        client = str(peer[0]) if peer else ""
+        held = server.per_client.get(client, 0)
+        # One address holds at most a share of the cap: else one client's idle
+        # connections, opened again as they time out, would refuse every other TCP
+        # client (TC retries, zone transfers) for good.
+        if (len(server.connections) >= server.max_tcp_connections
+                or held >= max(1, server.max_tcp_connections // PER_CLIENT_SHARE)):
             server.stats.tcp_refused += 1
             cast(asyncio.Transport, transport).abort()  # at once: the cap saves descriptors
             return
+        server.per_client[client] = held + 1
+        self.client = client
         self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(high=WRITE_HIGH)
         server.connections.add(self)
@@ -351,8 +362,12 @@ class TCPProtocol(asyncio.BufferedProtocol):
             self.timer.cancel()
             self.timer = None
         if self.transport is not None:
-            self.server.connections.discard(self)
-            self.server.stats.tcp_open = len(self.server.connections)
+            server = self.server
+            server.connections.discard(self)
+            server.stats.tcp_open = len(server.connections)
+            left = server.per_client.pop(self.client, 1) - 1
+            if left > 0:
+                server.per_client[self.client] = left
         self.transport = None
 
 
@@ -386,6 +401,7 @@ class DNSServer:
         self.readers: list[UDPReader | udpbatch.BatchReader] = []
         self.servers: list[asyncio.Server] = []
         self.connections: set[TCPProtocol] = set()
+        self.per_client: dict[str, int] = {}  # address -> its connections open
         self.read_view = memoryview(bytearray(READ_SIZE))  # see TCPProtocol
         self.bound: list[tuple[str, int]] = []
 

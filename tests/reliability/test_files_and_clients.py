@@ -67,9 +67,12 @@ def limited(server: ServerProcess, soft: int, hard: int) -> ServerProcess:
 
 
 def open_clients(server: ServerProcess, count: int) -> list[socket.socket]:
+    """From eight source addresses: one address alone holds at most a quarter of the
+    connection cap."""
     clients = []
-    for _ in range(count):
-        s = socket.create_connection((server.host, server.port), timeout=10)
+    for n in range(count):
+        s = socket.create_connection((server.host, server.port), timeout=10,
+                                     source_address=(f"127.0.0.{2 + n % 8}", 0))
         clients.append(s)
     return clients
 

@@ -62,9 +62,12 @@ def test_connections_over_the_cap_are_closed_at_once() -> None:
     async def main() -> None:
         async with running(cap=3) as dns:
             host, port = dns.bound[0]
-            kept = [await asyncio.open_connection(host, port) for _ in range(3)]
+            # From three addresses: one address alone holds at most a quarter (here 1).
+            kept = [await asyncio.open_connection(host, port, local_addr=(f"127.0.0.{n}", 0))
+                    for n in (2, 3, 4)]
             await wait_until(lambda: dns.stats.tcp_open == 3)
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(host, port,
+                                                           local_addr=("127.0.0.5", 0))
             assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no answer
             assert dns.stats.tcp_refused == 1 and dns.stats.tcp_open == 3
             # the kept ones still work; once one leaves, a new one is served
@@ -72,11 +75,47 @@ def test_connections_over_the_cap_are_closed_at_once() -> None:
             assert len((await read_frames(kept[0][0], 1))[0]) == len(QUERY) + 1000
             kept[0][1].close()
             await wait_until(lambda: dns.stats.tcp_open == 2)
-            reader, writer = await asyncio.open_connection(host, port)
+            reader, writer = await asyncio.open_connection(host, port,
+                                                           local_addr=("127.0.0.5", 0))
             writer.write(frame(QUERY))
             assert await read_frames(reader, 1)
             for _, w in [*kept[1:], (reader, writer)]:
                 w.close()
+    asyncio.run(main())
+
+
+def test_one_address_holds_at_most_a_quarter_of_the_connections() -> None:
+    """Cap 8: 127.0.0.2 holds 2 connections, its 3rd is closed at once while another
+    address still gets in; once one of its two closes, it gets one more. Before, one
+    client's idle connections took the whole cap: every other TCP client (a TC retry,
+    a secondary's AXFR) was refused for as long as it opened them again."""
+    async def main() -> None:
+        async with running(cap=8) as dns:
+            host, port = dns.bound[0]
+
+            async def connect(source: str) -> tuple[asyncio.StreamReader,
+                                                    asyncio.StreamWriter]:
+                return await asyncio.open_connection(host, port, local_addr=(source, 0))
+
+            mine = [await connect("127.0.0.2") for _ in range(2)]
+            await wait_until(lambda: dns.stats.tcp_open == 2)
+            reader, _ = await connect("127.0.0.2")
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no answer
+            assert dns.stats.tcp_refused == 1 and dns.stats.tcp_open == 2
+            other_reader, other = await connect("127.0.0.1")
+            other.write(frame(QUERY))
+            assert await read_frames(other_reader, 1)
+            mine[0][1].close()
+            await wait_until(lambda: dns.stats.tcp_open == 2)
+            reader, writer = await connect("127.0.0.2")
+            writer.write(frame(QUERY))
+            assert await read_frames(reader, 1)
+            assert dns.stats.tcp_refused == 1 and dns.per_client == {"127.0.0.2": 2,
+                                                                     "127.0.0.1": 1}
+            for w in (mine[1][1], other, writer):
+                w.close()
+            await wait_until(lambda: dns.stats.tcp_open == 0)
+            assert dns.per_client == {}
     asyncio.run(main())
 
 

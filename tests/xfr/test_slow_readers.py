@@ -138,3 +138,33 @@ def test_with_two_workers_one_address_still_runs_at_most_four(tmp_path: Path) ->
             for sock in readers:
                 sock.close()
         srv.check_alive()
+
+
+def test_idle_connections_of_one_address_leave_room_for_a_secondary(tmp_path: Path) -> None:
+    """--max-tcp-connections 64: 64 connections from 127.0.0.2 that send nothing; 16 are
+    kept (a quarter), the rest closed at once; a secondary's AXFR from 127.0.0.1 is
+    whole and a TCP query answered. Before, the idle ones held all 64 and both were
+    reset (for as long as the client opened them again at each idle timeout)."""
+    manifests = tmp_path / "objects"
+    big_zone(manifests)
+    with ServerProcess("--manifests", str(manifests), "--allow-transfer", "127.0.0.0/8",
+                       "--tcp-idle-timeout", "600", "--max-tcp-connections", "64") as srv:
+        srv.wait_ready(60)
+        idle: list[socket.socket] = []
+        try:
+            for _ in range(64):
+                sock = socket.socket()
+                sock.bind(("127.0.0.2", 0))
+                sock.connect((srv.host, srv.port))
+                idle.append(sock)
+            wait_for(lambda: srv.metric("clusterset_dns_tcp_refused_total") == 48, 30,
+                     "48 connections refused")
+            messages = list(dns.query.xfr(srv.host, ZONE, port=srv.port, source="127.0.0.1",
+                                          relativize=False, timeout=60))
+            lines = answer_lines(messages)
+            assert len(messages) > 3 and lines[0].split()[3] == lines[-1].split()[3] == "SOA"
+            assert srv.ask(ZONE, "SOA", tcp=True).answer
+        finally:
+            for sock in idle:
+                sock.close()
+        srv.check_alive()
