@@ -16,37 +16,15 @@ import dns.query
 import dns.rdatatype
 import dns.tsigkeyring
 import dns.zone
-import yaml
 
 from clusterset_dns_testkit.daemon import ZONE, Daemon, ask, rrsets
 from clusterset_dns_testkit.dnsserver import ServerProcess
-from clusterset_dns_testkit.objects import (
-    HTTP,
-    V1ALPHA1,
-    endpoint_slice,
-    ready_endpoints,
-    service_import,
-)
+from clusterset_dns_testkit.manifests import headless, write_atomically
 
 REPO = Path(__file__).resolve().parents[2]
 BIG = 120  # endpoints of the large Headless service
 BIG_NAME = f"many.demo.svc.{ZONE}."
 KEY_NAME = "xfr-key"
-
-
-def headless(name: str, addresses: list[str], namespace: str = "demo",
-             cluster: str = "east") -> str:
-    """One Headless ServiceImport and its EndpointSlice, as YAML."""
-    return yaml.safe_dump_all([
-        service_import(name, namespace, "Headless", ports=[HTTP], api_version=V1ALPHA1),
-        endpoint_slice(f"{name}-{cluster}", name, namespace, cluster, ports=[HTTP],
-                       endpoints=ready_endpoints(addresses))])
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def make_objects(into: Path) -> Path:

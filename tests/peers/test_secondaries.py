@@ -15,6 +15,7 @@ import pytest
 
 from clusterset_dns_testkit.daemon import Daemon, serial_at
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for
+from clusterset_dns_testkit.manifests import headless, write_atomically
 from clusterset_dns_testkit.peers import free_port
 from clusterset_dns_testkit.secondaries import (
     BindSecondary,
@@ -28,14 +29,12 @@ from .peerlib import (
     BIG_NAME,
     ZONE,
     differences,
-    headless,
     largest_rrset,
     make_objects,
     most_types,
     new_key,
     questions,
     server,
-    write_atomically,
     zone_of,
 )
 

@@ -10,10 +10,11 @@ import dns.rcode
 import dns.rdatatype
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, answer_set, wait_for
+from clusterset_dns_testkit.manifests import write_atomically
 from clusterset_dns_testkit.peers import CoreDNS, free_port
 from clusterset_dns_testkit.secondary import serial_at
 
-from .xfrlib import ZONE, headless, write_atomically
+from .xfrlib import ZONE, headless
 
 REPO = Path(__file__).resolve().parents[2]
 OBJECTS = REPO / "tests" / "conformance" / "objects"

@@ -16,10 +16,11 @@ import pytest
 
 from clusterset_dns.zone import serials
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for
+from clusterset_dns_testkit.manifests import write_atomically
 from clusterset_dns_testkit.peers import free_port
 from clusterset_dns_testkit.secondary import KnotSecondary, serial_at
 
-from .xfrlib import headless, write_atomically
+from .xfrlib import headless
 
 REPO = Path(__file__).resolve().parents[2]
 OBJECTS = REPO / "tests" / "conformance" / "objects"

@@ -25,9 +25,10 @@ import dns.tsigkeyring
 import pytest
 
 from clusterset_dns_testkit.dnsserver import ServerProcess, wait_for
+from clusterset_dns_testkit.manifests import write_atomically
 from clusterset_dns_testkit.secondary import serial_at
 
-from .xfrlib import ZONE, answer_lines, dig, dig_records, headless, ixfr, write_atomically
+from .xfrlib import ZONE, answer_lines, dig, dig_records, headless, ixfr
 
 REPO = Path(__file__).resolve().parents[2]
 OBJECTS = REPO / "tests" / "conformance" / "objects"

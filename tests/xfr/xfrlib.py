@@ -1,38 +1,22 @@
-"""Manifests that tests rewrite, and transfer clients (dnspython and dig)."""
+"""Manifests that tests rewrite (clusterset_dns_testkit.manifests), and transfer
+clients (dnspython and dig)."""
 
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import dns.message
 import dns.query
 import dns.rdatatype
-import yaml
 
-from clusterset_dns_testkit.objects import (
-    HTTP,
-    V1ALPHA1,
-    endpoint_slice,
-    ready_endpoints,
-    service_import,
-)
+from clusterset_dns_testkit import manifests
 
 ZONE = "clusterset.local"
 
 
 def headless(namespace: str, name: str, cluster: str, addresses: list[str]) -> str:
-    """One headless ServiceImport and its EndpointSlice, as YAML."""
-    return yaml.safe_dump_all([
-        service_import(name, namespace, "Headless", ports=[HTTP], api_version=V1ALPHA1),
-        endpoint_slice(f"{name}-{cluster}", name, namespace, cluster, ports=[HTTP],
-                       endpoints=ready_endpoints(addresses))])
-
-
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """The testkit's Headless manifest, in the argument order of this suite's calls."""
+    return manifests.headless(name, addresses, namespace, cluster)
 
 
 def ixfr(host: str, port: int, serial: int, timeout: float = 10.0) -> list[dns.message.Message]:
