@@ -172,3 +172,37 @@ class Daemon:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class Named(Daemon):
+    """``named`` (BIND 9) in the foreground on ``127.0.0.1:port``: the options every
+    role shares (its directory, no pid or session-key file, IPv4 loopback only, no
+    validation, no control channel) around a role's own options and zones."""
+
+    program_name = "named"
+    package = "bind9"
+
+    def start_named(self, options: str, zones: str, max_records: int | None = None,
+                    max_types: int | None = None) -> None:
+        """``options``: lines inside ``options { }``; ``zones``: what follows it.
+        ``max_records``, ``max_types``: ``max-records-per-type`` and
+        ``max-types-per-name`` (None: BIND's default)."""
+        named = program("named", self.package)
+        limits = "".join(f"    {option} {value};\n" for option, value in (
+            ("max-records-per-type", max_records), ("max-types-per-name", max_types))
+            if value is not None)
+        conf = f"""\
+options {{
+    directory "{self.dir}";
+    pid-file none;
+    session-keyfile none;
+    listen-on port {self.port} {{ {HOST}; }};
+    listen-on-v6 {{ none; }};
+    dnssec-validation no;
+{options}{limits}}};
+controls {{ }};
+{zones}"""
+        (self.dir / "named.conf").write_text(conf)
+        with self.starting():
+            self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
+            self.wait(lambda: "running" in self.log_text(), "named to start")

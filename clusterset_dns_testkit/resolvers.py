@@ -10,7 +10,7 @@ SERVFAIL.
 
 from __future__ import annotations
 
-from clusterset_dns_testkit.daemon import ZONE, Daemon, program
+from clusterset_dns_testkit.daemon import ZONE, Daemon, Named, program
 from clusterset_dns_testkit.peers import HOST
 
 
@@ -82,39 +82,22 @@ pid-file=
             self.wait_answering()
 
 
-class BindForwarder(Daemon):
+class BindForwarder(Named):
     """``named`` (BIND 9) as a caching resolver with a ``forward only`` zone for the
     zone. ``max_records``: its ``max-records-per-type`` (the limit applies to its cache
     too; None: BIND's default)."""
 
-    program_name = "named"
-    package = "bind9"
-
     def __init__(self, upstream_port: int, port: int | None = None,
                  max_records: int | None = None) -> None:
         super().__init__(port)
-        named = program("named", self.package)
-        limits = "" if max_records is None else f"    max-records-per-type {max_records};\n"
-        conf = f"""\
-options {{
-    directory "{self.dir}";
-    pid-file none;
-    session-keyfile none;
-    listen-on port {self.port} {{ {HOST}; }};
-    listen-on-v6 {{ none; }};
+        self.start_named("""\
     recursion yes;
-    allow-query {{ 127.0.0.0/8; }};
-    allow-recursion {{ 127.0.0.0/8; }};
-    dnssec-validation no;
-{limits}}};
-controls {{ }};
+    allow-query { 127.0.0.0/8; };
+    allow-recursion { 127.0.0.0/8; };
+""", f"""\
 zone "{ZONE}" {{
     type forward;
     forward only;
     forwarders {{ {HOST} port {upstream_port}; }};
 }};
-"""
-        (self.dir / "named.conf").write_text(conf)
-        with self.starting():
-            self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
-            self.wait(lambda: "running" in self.log_text(), "named to start")
+""", max_records)

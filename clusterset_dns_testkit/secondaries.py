@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from clusterset_dns_testkit.daemon import ZONE, Daemon, give, program, unprivileged
+from clusterset_dns_testkit.daemon import ZONE, Daemon, Named, give, program, unprivileged
 from clusterset_dns_testkit.peers import HOST, PeerError
 
 Key = tuple[str, str]  # (name, base64 secret) of an HMAC-SHA256 TSIG key
@@ -37,48 +37,26 @@ def bind_default_max_records() -> int | None:
     return 100 if bind_version() >= (9, 18, 28) else None
 
 
-class BindSecondary(Daemon):
+class BindSecondary(Named):
     """``named`` (BIND 9) as a secondary. ``max_records``, ``max_types``: its
     ``max-records-per-type`` and ``max-types-per-name`` (None: BIND's default; since
     9.18.28 both are 100, and a transfer with a larger RRset fails whole)."""
 
-    program_name = "named"
-    package = "bind9"
-
     def __init__(self, primary_port: int, key: Key | None = None, port: int | None = None,
                  max_records: int | None = None, max_types: int | None = None) -> None:
         super().__init__(port)
-        named = program("named", self.package)
-        limits = "".join(f"    {option} {value};\n" for option, value in (
-            ("max-records-per-type", max_records), ("max-types-per-name", max_types))
-            if value is not None)
         key_clause = key_ref = ""
         if key is not None:
             key_clause = (f'key "{key[0]}" {{\n    algorithm hmac-sha256;\n'
                           f'    secret "{key[1]}";\n}};\n')
             key_ref = f' key "{key[0]}"'
-        conf = f"""\
-options {{
-    directory "{self.dir}";
-    pid-file none;
-    session-keyfile none;
-    listen-on port {self.port} {{ {HOST}; }};
-    listen-on-v6 {{ none; }};
-    recursion no;
-    dnssec-validation no;
-    notify no;
-{limits}}};
-controls {{ }};
+        self.start_named("    recursion no;\n    notify no;\n", f"""\
 {key_clause}zone "{ZONE}" {{
     type secondary;
     primaries {{ {HOST} port {primary_port}{key_ref}; }};
     file "{ZONE}.db";
 }};
-"""
-        (self.dir / "named.conf").write_text(conf)
-        with self.starting():
-            self.run([named, "-g", "-n", "1", "-c", self.dir / "named.conf"])
-            self.wait(lambda: "running" in self.log_text(), "named to start")
+""", max_records, max_types)
 
 
 class NsdSecondary(Daemon):
