@@ -10,8 +10,9 @@ it is rendered as the placeholder ``SERIAL``.
 
 from __future__ import annotations
 
+import socket
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,16 @@ def decode(response: bytes) -> Reply:
     assert ar == len(reply.additional) + (1 if msg.opt is not None else 0), \
         f"ARCOUNT {ar} but records {reply.additional}"
     return reply
+
+
+def udp_client() -> Iterator[socket.socket]:
+    """A client's UDP socket on 127.0.0.1 (its reads time out after 2 s), closed after;
+    made a fixture where used: ``client = pytest.fixture(udp_client, name="client")``."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(2)
+    yield sock
+    sock.close()
 
 
 DEFAULT_UDP_CAP = Config().edns_udp_size  # the server's default --edns-udp-size

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.core import HistogramMetricFamily
@@ -19,7 +18,7 @@ from clusterset_dns.serving.server import Counters, DNSServer, UDPReader, make_s
 from clusterset_dns.serving.stats import DURATION_BUCKETS, Durations, Sampler, Stats
 from clusterset_dns_testkit.objects import service_import
 
-from .helpers import DEFAULT_UDP_CAP, build_cache, query
+from .helpers import DEFAULT_UDP_CAP, build_cache, query, udp_client
 
 WEB = "web.prod.svc.clusterset.local."
 
@@ -33,13 +32,7 @@ def sampled(stats: Durations, tcp: bool) -> int:
     return sum(stats.counts[tcp])
 
 
-@pytest.fixture
-def client() -> Iterator[socket.socket]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(2)
-    yield sock
-    sock.close()
+client = pytest.fixture(udp_client, name="client")
 
 
 def ask_udp(reader: UDPReader | udpbatch.BatchReader, client: socket.socket,

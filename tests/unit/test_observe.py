@@ -9,7 +9,6 @@ import asyncio
 import logging
 import socket
 import struct
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,7 +18,7 @@ from clusterset_dns.serving.observe import Address, fan_out
 from clusterset_dns.serving.server import DNSServer, UDPReader, make_socket
 from clusterset_dns_testkit.objects import service_import
 
-from .helpers import DEFAULT_UDP_CAP, build_cache, query
+from .helpers import DEFAULT_UDP_CAP, build_cache, query, udp_client
 
 WEB = "web.prod.svc.clusterset.local."
 Seen = tuple[bytes, "bytes | None", bool, Address, int]
@@ -39,13 +38,7 @@ class Recorder:
         self.seen.append((query, response, tcp, peer, started))
 
 
-@pytest.fixture
-def client() -> Iterator[socket.socket]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(2)
-    yield sock
-    sock.close()
+client = pytest.fixture(udp_client, name="client")
 
 
 def drain(reader: UDPReader | udpbatch.BatchReader, count: int,
