@@ -39,14 +39,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import dns.exception
 import dns.message
-import dns.query
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusterset_dns_testkit.bench import cli  # noqa: E402
+from clusterset_dns_testkit.bench import cli, net  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.objects import (  # noqa: E402
     HTTP,
@@ -74,20 +72,32 @@ def write_objects(where: Path, count: int) -> None:
                                                     "items": items}))
 
 
+EXPLAIN = f"/explain?name={BIG}&type=A"
+
+
+def get(target: str) -> bytes:
+    return f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+def read_status(sock: socket.socket) -> str:
+    """The response's status code, read to the end (the server closes); "closed" when
+    it closed without a byte."""
+    head = sock.recv(64)
+    while sock.recv(65536):
+        pass
+    return head.split(b" ")[1].decode() if head else "closed"
+
+
 def explain_client(port: int, until: float, out: Any, target: str = "") -> None:
     """One client: /explain (or ``target``) back to back until ``until`` (time.time());
     its statuses."""
     statuses: Counter[str] = Counter()
-    target = target or f"/explain?name={BIG}&type=A"
-    request = f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    request = get(target or EXPLAIN)
     while time.time() < until:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 sock.sendall(request)
-                head = sock.recv(64)
-                while sock.recv(65536):
-                    pass
-            statuses[head.split(b" ")[1].decode() if head else "closed"] += 1
+                statuses[read_status(sock)] += 1
         except OSError:
             statuses["error"] += 1
     out.put(dict(statuses))
@@ -101,7 +111,7 @@ def health_client(port: int, until: float, out: Any) -> None:
 def volleys(port: int, until: float, out: Any, size: int = 62) -> None:
     """``size`` requests at once (with /ready, the HTTP cap of 64), once a second."""
     statuses: Counter[str] = Counter()
-    request = f"GET /explain?name={BIG}&type=A HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    request = get(EXPLAIN)
     while time.time() < until:
         started = time.time()
         socks = []
@@ -115,10 +125,7 @@ def volleys(port: int, until: float, out: Any, size: int = 62) -> None:
         for sock in socks:
             try:
                 with sock:
-                    head = sock.recv(64)
-                    while sock.recv(65536):
-                        pass
-                statuses[head.split(b" ")[1].decode() if head else "closed"] += 1
+                    statuses[read_status(sock)] += 1
             except OSError:
                 statuses["error"] += 1
         time.sleep(max(0.0, started + 1 - time.time()))
@@ -215,19 +222,6 @@ def phase(port: int, seconds: float, ready_url: str,
     return out
 
 
-def wait_answer(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            reply = dns.query.udp(dns.message.make_query(QUIET, "A"), "127.0.0.1", port=port,
-                                  timeout=0.5)
-            if reply.answer:
-                return
-        except (OSError, dns.exception.Timeout):
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the server never answered")
-
-
 def measure(repo: Path, endpoints: int, clients: int, seconds: float,
             rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="explain-burst-") as tmp:
@@ -241,7 +235,7 @@ def measure(repo: Path, endpoints: int, clients: int, seconds: float,
             cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo.resolve())),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_answer(port, time.monotonic() + 120)
+            net.wait_answer(port, QUIET, 120)
             url = f"http://127.0.0.1:{ready}/ready"
             runs: dict[str, list[dict[str, Any]]] = {"control": [], "health": [], "burst": [],
                                                      "volleys": []}

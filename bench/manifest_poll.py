@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 
 import dns.message
-import dns.query
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusterset_dns_testkit.bench import cli  # noqa: E402
+from clusterset_dns_testkit.bench import cli, net  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import free_port  # noqa: E402
 
@@ -49,19 +48,6 @@ def write_files(root: Path, count: int) -> None:
             IMPORT.format(i=i, a=i >> 16 & 255, b=i >> 8 & 255, c=i & 255))
 
 
-def wait_answer(port: int, name: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            r = dns.query.udp(dns.message.make_query(name, "A"), "127.0.0.1", port=port,
-                              timeout=0.5)
-            if r.answer:
-                return
-        except (OSError, dns.exception.Timeout):
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"{name} never answered")
-
-
 def measure(repo: Path, files: int, seconds: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="manifest-poll-") as tmp:
         objects = Path(tmp) / "objects"
@@ -76,7 +62,7 @@ def measure(repo: Path, files: int, seconds: float) -> dict[str, float]:
             cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             name = f"s{files - 1}.poll.svc.clusterset.local."
-            wait_answer(port, name, time.monotonic() + 300)
+            net.wait_answer(port, name, 300, pause=0.1)
             wire = dns.message.make_query(name, "A").to_wire()
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.settimeout(5)

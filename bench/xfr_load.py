@@ -48,7 +48,7 @@ import dns.rrset
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusterset_dns_testkit.bench import cli  # noqa: E402
+from clusterset_dns_testkit.bench import cli, net  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import free_port  # noqa: E402
 
@@ -152,18 +152,6 @@ def serial_of(port: int) -> int:
     reply = dns.query.udp(dns.message.make_query(ZONE, "SOA"), "127.0.0.1", port=port,
                           timeout=2)
     return int(reply.answer[0][0].serial)
-
-
-def wait_answer(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if dns.query.udp(dns.message.make_query(PROBE, "A"), "127.0.0.1", port=port,
-                             timeout=0.5).answer:
-                return
-        except (OSError, dns.exception.Timeout):
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the server never answered")
 
 
 def answer_keys(metrics: int) -> int:
@@ -294,7 +282,7 @@ def measure(repo: Path, services: int, each: int, transfers: int,
              "--allow-transfer", "127.0.0.0/8", "--tcp-idle-timeout", "60"],
             cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_answer(port, time.monotonic() + 300)
+            net.wait_answer(port, PROBE, 300)
             time.sleep(2)
             out: dict[str, Any] = {"answer_keys": answer_keys(metrics)}
             # First, on a fresh process: memory freed by earlier phases would hide it.
