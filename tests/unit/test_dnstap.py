@@ -196,16 +196,24 @@ def run(body: Callable[[str, Stats, FakeClock], Awaitable[T]]) -> T:
             body(str(Path(tmp) / "tap.sock"), Stats(), FakeClock()), 30))
 
 
+async def connected_tap(path: str, stats: Stats, clock: FakeClock, queue: int, *,
+                        reads: bool = True, identity: str = "",
+                        version: str = "") -> tuple[Collector, dnstap.Tap]:
+    """A collector on ``path`` and a started Tap of ``queue`` messages, once connected."""
+    collector = Collector(path, reads=reads)
+    await collector.start()
+    tap = dnstap.Tap(DnstapTarget(path=path), identity, version, queue, stats, clock)
+    tap.start()
+    await until(lambda: tap.connected, "connected")
+    return collector, tap
+
+
 async def stuck_tap(path: str, stats: Stats,
                     clock: FakeClock) -> tuple[Collector, dnstap.Tap]:
     """A Tap (queue of 50) connected to a collector that takes the handshake and then
     reads nothing, sent 20 x 50 large messages: far more than the socket and WRITE_HIGH
     hold; the queue never holds more than its bound meanwhile."""
-    collector = Collector(path, reads=False)
-    await collector.start()
-    tap = dnstap.Tap(DnstapTarget(path=path), "", "", 50, stats, clock)
-    tap.start()
-    await until(lambda: tap.connected, "connected")
+    collector, tap = await connected_tap(path, stats, clock, 50, reads=False)
     big = b"\0\0" + bytes(4000)
     for _ in range(20):
         for _ in range(50):
@@ -221,11 +229,8 @@ def answer(n: int) -> tuple[bytes, bytes]:
 
 def test_tap_sends_each_answer_as_two_messages_then_stop() -> None:
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
-        collector = Collector(path)
-        await collector.start()
-        tap = dnstap.Tap(DnstapTarget(path=path), "id", "v1", 10, stats, clock)
-        tap.start()
-        await until(lambda: tap.connected, "connected")
+        collector, tap = await connected_tap(path, stats, clock, 10, identity="id",
+                                             version="v1")
         started = dnstap.perf_counter_ns()
         for n in range(3):
             tap.observe(*answer(n), n == 1, ("::ffff:127.0.0.1", 4000 + n), started)
@@ -274,11 +279,7 @@ def test_queue_bound_drops_and_counts_while_no_collector_then_connects() -> None
 
 def test_reconnects_after_the_collector_goes_with_a_growing_jittered_delay() -> None:
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
-        collector = Collector(path)
-        await collector.start()
-        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 100, stats, clock)
-        tap.start()
-        await until(lambda: tap.connected, "connected")
+        collector, tap = await connected_tap(path, stats, clock, 100)
         await collector.close()
         Path(path).unlink()
         await until(lambda: not tap.connected, "lost")
