@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterset_dns.base import metrics
+from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.base.config import Config, ConfigError, HostPort
 from clusterset_dns.process import collector, logs, workers
 from clusterset_dns.process.dnstap import Tap
@@ -191,8 +192,10 @@ class Server:
     built in the constructor, its own registry of metrics included, so that two runs in
     one process share nothing."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, clock: Clock = SYSTEM) -> None:
+        """``clock``: what the lame duck waits on."""
         self.config = config
+        self.clock = clock
         self.state = state = process_state(config, (signal.SIGTERM, signal.SIGINT))
         cache = state.cache
         self.metrics = meters = metrics.Metrics()
@@ -330,7 +333,7 @@ class Server:
             if self.config.lameduck > 0:
                 log.info("shutting down: /ready is 503, DNS answers for %gs more "
                          "(--lameduck)", self.config.lameduck)
-                await asyncio.sleep(self.config.lameduck)
+                await self.clock.sleep(self.config.lameduck)
             log.info("shutting down: closing the listeners")
         await self.dns.stop()
         if self.state.tap is not None:

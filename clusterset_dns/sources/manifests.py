@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.sources import convert, yamlsafe
 from clusterset_dns.sources.dirwalk import Walk, find_files
 from clusterset_dns.zone.model import EndpointSlice, ObjectKey, ServiceImport
@@ -177,9 +178,12 @@ class ManifestSource:
                  groups: frozenset[str] = frozenset({convert.GROUP}),
                  namespaces: frozenset[str] = frozenset(),
                  invalid: Invalid = lambda kind: None,
-                 error: Error = lambda reason: None, cluster_property: bool = True) -> None:
+                 error: Error = lambda reason: None, cluster_property: bool = True,
+                 clock: Clock = SYSTEM) -> None:
         """``cluster_property``: files may name the local cluster with a ClusterProperty
-        ``cluster.clusterset.k8s.io`` (False when --cluster-id, which wins, is given)."""
+        ``cluster.clusterset.k8s.io`` (False when --cluster-id, which wins, is given).
+        ``clock``: what the poll waits on."""
+        self.clock = clock
         self.path = path
         self.apply = apply
         self.poll_interval = poll_interval
@@ -395,4 +399,4 @@ class ManifestSource:
                     self.apply(ops)
             except Exception:  # never let the source die: log and try again next poll
                 log.exception("reading %s failed", self.path)
-            await asyncio.sleep(self.poll_interval)
+            await self.clock.sleep(self.poll_interval)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from collections.abc import Coroutine, Iterable, Iterator
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Any, Protocol
@@ -348,7 +347,7 @@ class Transfers:
         answers, one turn per iteration of the loop, so the loop polls for queries
         between any two steps of any transfers: 16 transfers add one step to an
         answer's wait, not sixteen 64 KiB messages."""
-        turns = self.turns
+        turns, clock = self.turns, self.clock
         diffs: list[Diff] | None = None
         await turns.turn()
         # The snapshot and the journal's chain are taken here, in one step.
@@ -375,11 +374,11 @@ class Transfers:
             while not done:
                 ready: list[bytes] = []
                 await turns.turn()
-                deadline = time.perf_counter() + STEP_SECONDS
+                deadline = clock.monotonic() + STEP_SECONDS
                 for message in messages:
                     if message:
                         ready.append(message)
-                    if time.perf_counter() > deadline:
+                    if clock.monotonic() > deadline:
                         break
                 else:
                     done = True
@@ -422,7 +421,7 @@ class Transfers:
         key = self.key
         if key is None or not query.had_tsig:
             return message, None
-        return tsig.sign(message, key, query, ctx, int(time.time()))
+        return tsig.sign(message, key, query, ctx, int(self.clock.time()))
 
 
 def _address(peer: str) -> IPv4Address | IPv6Address | None:

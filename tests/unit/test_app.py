@@ -97,3 +97,45 @@ def test_serve_twice_in_one_process_each_with_its_own_metrics(tmp_path: Path) ->
                             "type=\"A\"}") == 1
         assert metric(body, 'clusterset_dns_imports{state="served"}') == 1
         assert metric(body, 'clusterset_dns_invalid_objects_total{kind="ServiceImport"}') == 1
+
+
+@pytest.mark.timeout(60)
+def test_the_lame_duck_waits_on_the_clock(tmp_path: Path) -> None:
+    """--lameduck 30 after SIGTERM: /ready is 503 and DNS still answers while the lame
+    duck waits on the injected clock, which the test moves past the 30 s (no real
+    wait); then the server exits 0."""
+    from .fakeclock import FakeClock
+
+    manifests = tmp_path / "manifests"
+    write_manifests(manifests)
+    dns_port, ready_port = free_port(), free_port()
+    config = Config(manifests=manifests, listen=((LOCAL, dns_port),), metrics_listen=None,
+                    health_listen=None, ready_listen=(LOCAL, ready_port), lameduck=30)
+    clock = FakeClock()
+
+    async def main() -> None:
+        server = asyncio.create_task(app.Server(config, clock).serve())
+        status = 503
+        for _ in range(500):  # at most 10 s
+            with contextlib.suppress(OSError):
+                status, _ = await get(ready_port, "/ready")
+            if status == 200 or server.done():
+                break
+            await asyncio.sleep(0.02)
+        assert status == 200, "not ready"
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(500):
+            if clock.pending() and clock.pending()[-1] == clock.now + 30:
+                break
+            await asyncio.sleep(0.02)
+        assert clock.pending()[-1] == clock.now + 30  # the lame duck, on the clock
+        assert (await get(ready_port, "/ready"))[0] == 503
+        answer = await asyncio.to_thread(query_a, dns_port, b"web.prod.svc.clusterset.local")
+        assert answer[3] & 0x0F == 0  # still answering
+        clock.advance(29.999)
+        await asyncio.sleep(0.05)
+        assert not server.done()  # the last millisecond has not passed
+        clock.advance(0.001)
+        assert await asyncio.wait_for(server, 10) == 0
+        assert 30 in clock.sleeps
+    asyncio.run(main())

@@ -458,3 +458,45 @@ def test_a_swapped_directory_is_read_one_version_whole(
     last = f"10.0.{swaps[0] >> 8 & 255}.{swaps[0] & 255}"
     assert [line.split()[-1] for line in
             ask(handler, query(f"marker-a.prod.{Z}", "A")).answer] == [last]
+
+
+def test_the_poll_waits_on_the_clock(tmp_path: Path) -> None:
+    """The poll interval passes on the injected clock: one poll, then none until the
+    clock has moved the whole interval."""
+    import asyncio
+
+    from .fakeclock import FakeClock
+
+    write(tmp_path / "a.yaml", [service_import("s1", ips=["10.1.0.1"])])
+    clock = FakeClock()
+    cache = Cache(ZoneNames(ZONE), 5)
+    source = ManifestSource(tmp_path, cache.apply, 5.0, clock=clock)
+    polls: list[float] = []
+    real_poll = source.poll
+
+    def counted() -> Any:
+        polls.append(clock.now)
+        return real_poll()
+
+    source.poll = counted  # type: ignore[method-assign]
+
+    async def settle() -> None:
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if clock.pending():
+                return
+
+    async def main() -> None:
+        task = asyncio.create_task(source.run())
+        try:
+            await settle()
+            assert polls == [clock.now] and clock.pending() == [clock.now + 5.0]
+            clock.advance(4.999)
+            await asyncio.sleep(0.05)
+            assert len(polls) == 1
+            clock.advance(0.001)
+            await settle()
+            assert len(polls) == 2
+        finally:
+            task.cancel()
+    asyncio.run(main())

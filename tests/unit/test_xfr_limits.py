@@ -480,3 +480,26 @@ def test_a_rejected_signed_transfer_is_counted_by_its_result(algorithm: str, mac
     asyncio.run(coro)
     assert [dns.message.from_wire(m, keyring=False).rcode() for m in out.messages] == [rcode]
     assert transfers.counts.by == {("axfr", result): 1}
+
+
+def test_a_signed_transfer_is_signed_at_the_clock_time() -> None:
+    """Every message's TSIG time signed is the injected clock's (RFC 8945 5.3.1), read
+    back unverified: the fake clock's second is far from the real one."""
+    from .fakeclock import FakeClock
+
+    clock = FakeClock()
+    cache, journal = big_cache(1, 3)
+    transfers = xfr.Transfers(cache.zone, journal, ALLOWED, KEY, xfr.Counts({}),
+                              limit=Unlimited(), clock=clock)
+    query = dns.message.make_query(ZONE, "AXFR")
+    query.use_tsig({KEY.name: KEY}, keyname=KEY.name)
+    out = Collect()
+    coro = transfers.start(query.to_wire(), "127.0.0.1", out)
+    assert coro is not None
+    asyncio.run(coro)
+    assert out.messages
+    for message in out.messages:
+        signed = dns.message.from_wire(message, keyring=False, xfr=True,
+                                       one_rr_per_rrset=True)
+        assert signed.tsig is not None
+        assert signed.tsig[0].time_signed == int(clock.time()) != int(time.time())
