@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dnslib import EDNS0, DNSRecord
 
 from clusterset_dns.base.config import Config
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.zone.cache import Cache
-from clusterset_dns.zone.names import ZoneNames
 
 ROOT = Path(__file__).resolve().parent.parent
 

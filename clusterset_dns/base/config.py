@@ -13,8 +13,8 @@ from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from pathlib import Path
 from typing import Any
 
-from clusterset_dns.zone import names
-from clusterset_dns.zone.model import IP
+from clusterset_dns.base import names
+from clusterset_dns.base.names import IP
 
 HostPort = tuple[str, int]
 Network = IPv4Network | IPv6Network

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from clusterset_dns.base import metrics
 from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.base.config import Config, ConfigError, HostPort
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process import collector, logs, workers
 from clusterset_dns.process.dnstap import Tap
 from clusterset_dns.process.explain_http import ExplainEndpoint
@@ -42,7 +43,6 @@ from clusterset_dns.zone.cache import (
     Cache,
     Op,
 )
-from clusterset_dns.zone.names import ZoneNames
 
 if TYPE_CHECKING:
     from clusterset_dns.transfers import xfr

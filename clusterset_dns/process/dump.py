@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 from typing import TextIO
 
+from clusterset_dns.base import names
 from clusterset_dns.base.config import Config
 from clusterset_dns.sources.manifests import ManifestSource
-from clusterset_dns.zone import names, rrs
+from clusterset_dns.zone import rrs
 from clusterset_dns.zone.cache import Cache, Op
 
 

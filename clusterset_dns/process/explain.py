@@ -29,8 +29,9 @@ import time
 from collections.abc import Generator
 from typing import Any
 
+from clusterset_dns.base import names
 from clusterset_dns.serving.handler import Handler
-from clusterset_dns.zone import names, rrs, wire
+from clusterset_dns.zone import rrs, wire
 from clusterset_dns.zone.cache import Cache
 from clusterset_dns.zone.model import Endpoint, EndpointSlice, Prefer, ServiceImport, ServiceType
 

@@ -10,10 +10,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, TextIO
 
+from clusterset_dns.base import names
 from clusterset_dns.base.config import Config
 from clusterset_dns.process import explain
 from clusterset_dns.sources.manifests import ManifestSource
-from clusterset_dns.zone import names
 from clusterset_dns.zone.cache import Cache, Op
 
 TIMEOUT = 10.0  # seconds for the /explain request

@@ -18,7 +18,7 @@ from ipaddress import IPv4Address, ip_address
 from socket import AF_INET, inet_pton
 from typing import Any
 
-from clusterset_dns.zone import names
+from clusterset_dns.base import names
 from clusterset_dns.zone.model import (
     IP,
     Condition,

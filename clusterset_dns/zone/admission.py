@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from clusterset_dns.zone import names
+from clusterset_dns.base import names
+from clusterset_dns.base.names import Labels, ZoneNames
 from clusterset_dns.zone.model import EndpointSlice, ObjectKey, Port, ServiceImport
-from clusterset_dns.zone.names import Labels, ZoneNames
 from clusterset_dns.zone.ops import IMPORT, SLICE, Rejected, Rejection
 
 log = logging.getLogger("clusterset_dns.zone.cache")  # the logger these lines always had

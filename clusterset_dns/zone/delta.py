@@ -28,9 +28,10 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from clusterset_dns.zone import names, reasons, truncate, wire
+from clusterset_dns.base import names
+from clusterset_dns.base.names import Labels
+from clusterset_dns.zone import reasons, truncate, wire
 from clusterset_dns.zone.model import EndpointSlice, ObjectKey, Port, ServiceImport, ServiceType
-from clusterset_dns.zone.names import Labels
 from clusterset_dns.zone.order import srv_weight
 from clusterset_dns.zone.records import Built, RecordBuilder
 

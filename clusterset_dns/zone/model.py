@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv6Address
 
-IP = IPv4Address | IPv6Address
+from clusterset_dns.base.names import IP as IP  # the zone's addresses (base: config too)
 
 
 class ServiceType(enum.Enum):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 
-from clusterset_dns.zone import names, wire
+from clusterset_dns.base import names
+from clusterset_dns.base.names import Labels, ZoneNames
+from clusterset_dns.zone import wire
 from clusterset_dns.zone.model import Endpoint, EndpointSlice, ServiceImport
-from clusterset_dns.zone.names import Labels, ZoneNames
 
 Reasons = dict[bytes, bytes]  # lower-case wire name -> wire.ede(...)
 _LISTED = 3  # clusters (or rejected objects) named in one text; the rest are counted

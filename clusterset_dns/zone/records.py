@@ -14,7 +14,9 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from clusterset_dns.zone import names, reasons, truncate, wire
+from clusterset_dns.base import names
+from clusterset_dns.base.names import Labels, ZoneNames
+from clusterset_dns.zone import reasons, truncate, wire
 from clusterset_dns.zone.model import (
     IP,
     EndpointSlice,
@@ -23,7 +25,6 @@ from clusterset_dns.zone.model import (
     ServiceImport,
     ServiceType,
 )
-from clusterset_dns.zone.names import Labels, ZoneNames
 from clusterset_dns.zone.order import (
     FEW_ADDRESSES,
     Packed,

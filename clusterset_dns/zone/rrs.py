@@ -15,7 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from ipaddress import IPv4Address, IPv6Address
 from typing import NamedTuple
 
-from clusterset_dns.zone import names, wire
+from clusterset_dns.base import names
+from clusterset_dns.zone import wire
 
 _SOA_FIXED = struct.Struct("!IIIII")
 _TYPE_TEXT = {wire.A: "A", wire.AAAA: "AAAA", wire.SRV: "SRV", wire.TXT: "TXT",

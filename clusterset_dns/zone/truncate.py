@@ -20,10 +20,10 @@ are pointers to those targets, so they are written again for each cut.
 from __future__ import annotations
 
 import struct
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 
+from clusterset_dns.base.clock import SYSTEM
 from clusterset_dns.zone import wire
 
 ROTATIONS = 4  # truncated orders served in turn, per name: one a second
@@ -54,7 +54,7 @@ class Rotation:
 
     __slots__ = ("clock",)
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = SYSTEM.time) -> None:
         self.clock = clock
 
     def take(self) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from clusterset_dns.zone.names import Labels, to_wire
+from clusterset_dns.base.names import Labels, to_wire
 
 # Types and classes this server deals in.
 A, NS, SOA, TXT, AAAA, SRV, OPT, HINFO = 1, 2, 6, 16, 28, 33, 41, 13

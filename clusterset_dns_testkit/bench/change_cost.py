@@ -63,9 +63,9 @@ def _loaded() -> None:
 def flips(endpoints: int, changes: int, budget_s: float, seed: int = 1) -> dict[str, Any]:
     """(a): ``changes`` changes (a flip, then its flip back), or as many as ``budget_s``
     seconds allow (at least 4)."""
+    from clusterset_dns.base.names import ZoneNames
     from clusterset_dns.zone.cache import Cache, PutSlice, ReplaceImports, ReplaceSlices, SetSynced
     from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
-    from clusterset_dns.zone.names import ZoneNames
 
     ports = tuple(Port(f"p{i}", "tcp", 8000 + i) for i in range(PORTS))
     imp = ServiceImport("bench", "web", ServiceType.HEADLESS, (), ports)
@@ -107,9 +107,9 @@ def flips(endpoints: int, changes: int, budget_s: float, seed: int = 1) -> dict[
 
 def added_imports(imports: int, changes: int) -> dict[str, Any]:
     """(b): ``changes`` imports added one at a time to a zone of ``imports``."""
+    from clusterset_dns.base.names import ZoneNames
     from clusterset_dns.zone.cache import Cache, PutImport, ReplaceImports, SetSynced
     from clusterset_dns.zone.model import Port, ServiceImport, ServiceType
-    from clusterset_dns.zone.names import ZoneNames
 
     ports = (Port("http", "tcp", 80),)
 

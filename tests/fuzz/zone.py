@@ -23,11 +23,11 @@ def instrumented() -> Any:
         def __enter__(self) -> None:
             self.inner = atheris.instrument_imports(include=["clusterset_dns"])
             self.inner.__enter__()
+            import clusterset_dns.base.names
             import clusterset_dns.serving.handler
             import clusterset_dns.serving.server
             import clusterset_dns.sources.manifests
             import clusterset_dns.zone.cache
-            import clusterset_dns.zone.names
             import clusterset_dns.zone.records
             import clusterset_dns.zone.wire  # noqa: F401
 
@@ -38,10 +38,10 @@ def instrumented() -> Any:
 
 
 def build_handler() -> object:
+    from clusterset_dns.base.names import ZoneNames
     from clusterset_dns.serving.handler import Handler
     from clusterset_dns.sources.manifests import ManifestSource
     from clusterset_dns.zone.cache import Cache
-    from clusterset_dns.zone.names import ZoneNames
 
     cache = Cache(ZoneNames("clusterset.local"), 5)
     ManifestSource(REPO / "examples", cache.apply, 0).scan()

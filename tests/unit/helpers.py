@@ -27,10 +27,10 @@ import dns.rdatatype
 import dns.rrset
 
 from clusterset_dns.base.config import Config
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import Cache, ReplaceImports, ReplaceSlices, SetSynced
-from clusterset_dns.zone.names import ZoneNames
 
 ZONE = "clusterset.local"
 

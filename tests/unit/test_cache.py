@@ -8,6 +8,7 @@ from typing import Any
 import dns.rcode
 import pytest
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import (
@@ -20,7 +21,6 @@ from clusterset_dns.zone.cache import (
     ReplaceSlices,
     SetSynced,
 )
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import DEFAULT_UDP_CAP, SOA, ask, build_cache, query, rcode_name

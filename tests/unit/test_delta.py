@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterset_dns.base.names import ZoneNames, to_wire
 from clusterset_dns.transfers.journal import Journal, diff_of
 from clusterset_dns.zone import delta, rrs
 from clusterset_dns.zone.cache import (
@@ -43,7 +44,6 @@ from clusterset_dns.zone.model import (
     ServiceImport,
     ServiceType,
 )
-from clusterset_dns.zone.names import ZoneNames, to_wire
 from clusterset_dns.zone.wire import Answer
 
 from .helpers import ZONE

@@ -14,12 +14,12 @@ import pytest
 
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.sources import events
 from clusterset_dns.sources.kube import ApiError
 from clusterset_dns.sources.locality import property_resource
 from clusterset_dns.sources.reflector import Reflector
 from clusterset_dns.zone.cache import IMPORT, Cache, PutRejected
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import ABOUT_V1BETA1, cluster_property
 
 from .fakeclock import FakeClock

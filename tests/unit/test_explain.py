@@ -223,9 +223,9 @@ def test_dns_account_hides_what_no_name_serves() -> None:
     """Local-first: an endpoint of a slice with no cluster id in a lower tier has no
     endpoint name and is not in the service's answers, so no DNS question gives it; a
     named one of a lower tier is listed (its name resolves), left out of this answer."""
+    from clusterset_dns.base.names import ZoneNames
     from clusterset_dns.sources import convert
     from clusterset_dns.zone.cache import ReplaceImports, ReplaceSlices, SetSynced
-    from clusterset_dns.zone.names import ZoneNames
 
     imp = convert.service_import(service_import("near", NS, "Headless", ports=[HTTP],
                                                 traffic_distribution="PreferClose"))

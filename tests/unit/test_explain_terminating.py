@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process import explain
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import Cache, ReplaceImports, ReplaceSlices, SetSynced
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, service_import
 
 from .helpers import ZONE

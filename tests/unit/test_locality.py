@@ -19,12 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clusterset_dns.base import names
 from clusterset_dns.base.config import Config, ConfigError
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process.cli import build_parser, to_config
 from clusterset_dns.process.dump import dump, zone_lines
 from clusterset_dns.sources import convert
 from clusterset_dns.sources.manifests import ManifestSource
-from clusterset_dns.zone import names, rrs, wire
+from clusterset_dns.zone import rrs, wire
 from clusterset_dns.zone.cache import (
     EMPTY,
     MISSING,
@@ -38,7 +40,6 @@ from clusterset_dns.zone.cache import (
     SetSynced,
     SetTopologyZone,
 )
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import (
     ABOUT_V1ALPHA1,
     ABOUT_V1BETA1,

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert, manifests, yamlsafe
 from clusterset_dns.sources.manifests import ManifestSource, read_file
 from clusterset_dns.zone.cache import Cache
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, service_import
 
 from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query

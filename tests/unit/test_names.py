@@ -6,8 +6,8 @@ from ipaddress import ip_address
 
 import pytest
 
-from clusterset_dns.zone import names
-from clusterset_dns.zone.names import ZoneNames
+from clusterset_dns.base import names
+from clusterset_dns.base.names import ZoneNames
 
 ENDPOINT_HOSTNAMES = [
     ("10.1.2.3", "10-1-2-3"),

@@ -11,10 +11,10 @@ from ipaddress import ip_address
 
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process import app, workers
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
-from clusterset_dns.zone.names import ZoneNames
 
 from .fakeclock import FakeClock
 

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import (
     Cache,
@@ -38,7 +39,6 @@ from clusterset_dns.zone.cache import (
     SetTopologyZone,
 )
 from clusterset_dns.zone.model import EndpointSlice, ObjectKey, ServiceImport
-from clusterset_dns.zone.names import ZoneNames
 
 from .helpers import ZONE
 

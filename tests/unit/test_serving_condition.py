@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import Cache, PutImport, PutSlice, SetSynced
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint_slice, service_import
 
 from .helpers import DEFAULT_UDP_CAP, ZONE, ask, query, rcode_name

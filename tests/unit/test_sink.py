@@ -11,6 +11,7 @@ import pytest
 
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process import sink as sink_module
 from clusterset_dns.process import workers
 from clusterset_dns.zone.cache import (
@@ -24,7 +25,6 @@ from clusterset_dns.zone.cache import (
     SetTopologyZone,
 )
 from clusterset_dns.zone.model import Port, ServiceImport, ServiceType
-from clusterset_dns.zone.names import ZoneNames
 
 from .fakeclock import FakeClock
 

@@ -25,9 +25,9 @@ import dns.flags
 import dns.rcode
 import pytest
 
+from clusterset_dns.base.names import split
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.zone.cache import Cache
-from clusterset_dns.zone.names import split
 from clusterset_dns.zone.wire import AAAA, SRV, A, question_key
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from clusterset_dns.base.names import Labels, to_wire
 from clusterset_dns.zone import wire
-from clusterset_dns.zone.names import Labels, to_wire
 
 SVC: Labels = (b"web", b"prod", b"svc", b"clusterset", b"local")
 NAMED: Labels = (b"_http", b"_tcp", *SVC)

@@ -13,6 +13,7 @@ import dns.message
 import dns.rrset
 import pytest
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.server import make_socket
@@ -27,7 +28,6 @@ from clusterset_dns.zone.cache import (
     SetClusterId,
     SetSynced,
 )
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (

@@ -19,11 +19,11 @@ import pytest
 
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert, reflector, watch
 from clusterset_dns.sources.kube import ApiError, KubeError
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .fakeclock import FakeClock

@@ -21,11 +21,11 @@ import pytest
 
 from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.base.config import Config
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process import app, collector, workers
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.cache import Cache, Op, PutImport, SetSynced
-from clusterset_dns.zone.names import ZoneNames
 from clusterset_dns_testkit.objects import service_import
 from clusterset_dns_testkit.peers import free_port
 

@@ -13,12 +13,12 @@ import dns.rdatatype
 import dns.rrset
 import pytest
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.transfers import xfr, zonedata
 from clusterset_dns.transfers.journal import Journal
 from clusterset_dns.zone import rrs, wire
 from clusterset_dns.zone.cache import Cache, PutImport, PutSlice, SetSerial, SetSynced
 from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
-from clusterset_dns.zone.names import ZoneNames
 
 HTTP = (Port("http", "tcp", 80),)
 

@@ -22,6 +22,7 @@ import dns.tsig
 import dns.tsigkeyring
 import pytest
 
+from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving import query as query_module
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.transfers import xfr, zonedata
@@ -29,7 +30,6 @@ from clusterset_dns.transfers.journal import Journal
 from clusterset_dns.zone import rrs
 from clusterset_dns.zone.cache import Cache, PutImport, PutSlice, SetSynced
 from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
-from clusterset_dns.zone.names import ZoneNames
 
 ZONE = "clusterset.local"
 HTTP = (Port("http", "tcp", 80),)

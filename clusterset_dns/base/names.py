@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv6Address
 
+IP = IPv4Address | IPv6Address  # an address, as the zone's model and the config hold it
+
 Labels = tuple[bytes, ...]
 
 MAX_LABEL = 63
