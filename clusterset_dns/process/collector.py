@@ -4,7 +4,6 @@ and the cache's state into metric families when /metrics is read."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import (
@@ -14,6 +13,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from clusterset_dns.base.clock import SYSTEM
 from clusterset_dns.base.metrics import RCODES
 from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.stats import Stats
@@ -35,7 +35,7 @@ class Largest:
     read again at once."""
 
     def __init__(self, cache: Cache, interval: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.cache, self.interval, self.clock = cache, interval, clock
         self.serial: int | None = None
         self.at = self.wait = 0.0

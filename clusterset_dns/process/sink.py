@@ -8,10 +8,10 @@ import asyncio
 import contextlib
 import ctypes
 import gc
-import time
 from collections.abc import Callable, Iterator
 
 from clusterset_dns.base import metrics
+from clusterset_dns.base.clock import SYSTEM
 from clusterset_dns.process import workers
 from clusterset_dns.zone import serials
 from clusterset_dns.zone.cache import (
@@ -120,14 +120,14 @@ class Sink:
             self._apply(ops)
 
     def _apply(self, ops: list[Op]) -> None:
-        started = time.perf_counter()
+        started = SYSTEM.monotonic()
         serial = self.cache.zone.serial
         try:
             applied = self.cache.apply(ops)
         finally:
             # Even an update that raised (a bug, rebuilt later) reaches the workers:
             # their caches keep matching this one, serial included.
-            seconds = time.perf_counter() - started
+            seconds = SYSTEM.monotonic() - started
             self.metrics.update_seconds.observe(seconds)
             # Served from here on (this process; the workers a moment later).
             if self.cache.programmed:

@@ -5,9 +5,10 @@ need dnspython, and one transfer step per turn of the event loop.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable
+
+from clusterset_dns.base.clock import SYSTEM
 
 # UDP requests that need dnspython (IXFR, TSIG): per source and in all, a second.
 UDP_RATE, UDP_BURST = 10.0, 20.0
@@ -22,7 +23,7 @@ class RateLimit:
 
     def __init__(self, rate: float = UDP_RATE, burst: float = UDP_BURST,
                  total_rate: float = UDP_TOTAL_RATE, total_burst: float = UDP_TOTAL_BURST,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.rate, self.burst = rate, burst
         self.total_rate, self.total_burst = total_rate, total_burst
         self.clock = clock

@@ -87,14 +87,14 @@ ALLOWED: dict[str, set[str]] = {
     "transfers.keyfile": {"base.config"},
     "transfers.packing": {"zone.rrs", "zone.wire"},
     "transfers.tsig": {"zone.wire"},
-    "transfers.limits": set(),
+    "transfers.limits": {"base.clock"},
     # process: lifespan, flags, workers, operations
     "process": set(),
     "process.logs": set(),
     "process.querylog": {"base.clock", "base.metrics", "serving.observe", "serving.stats",
                          "zone.wire"},
     "process.health": {"base.config"},
-    "process.collector": {"base.metrics", "serving.stats", "zone.cache", "zone.rrs"},
+    "process.collector": {"base.clock", "base.metrics", "serving.stats", "zone.cache", "zone.rrs"},
     "process.explain": {"base.names", "serving.handler", "zone.cache", "zone.model", "zone.rrs",
                         "zone.wire"},
     "process.explain_http": {"base.clock", "process.explain", "process.health", "zone.cache"},
@@ -114,7 +114,8 @@ ALLOWED: dict[str, set[str]] = {
                     "transfers.zonedata", "zone.cache"},
     "process.cli": {"__version__", "process.app", "base.config", "process.dump",
                     "process.offline"},
-    "process.sink": {"base.metrics", "process.workers", "zone.cache", "zone.serials"},
+    "process.sink": {"base.clock", "base.metrics", "process.workers", "zone.cache",
+                     "zone.serials"},
 }
 
 # The subpackages' layers: group -> the groups it may import (besides itself). Packages
