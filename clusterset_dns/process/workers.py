@@ -174,7 +174,7 @@ class WorkerPool:
         deadline = self.clock.monotonic() + STOP_SECONDS
         while self.clock.monotonic() < deadline and any(
                 w.proc is not None and w.proc.poll() is None for w in self.workers):
-            await asyncio.sleep(0.02)
+            await self.clock.sleep(0.02)
         for worker in self.workers:
             if worker.proc is not None and worker.proc.poll() is None:
                 worker.proc.terminate()
@@ -287,7 +287,7 @@ class WorkerPool:
             if self.clock.monotonic() > deadline:
                 proc.kill()
                 deadline = self.clock.monotonic() + timeout
-            await asyncio.sleep(0.05)
+            await self.clock.sleep(0.05)
         return proc.returncode
 
 
@@ -312,7 +312,8 @@ def read_config(sock: socket.socket) -> Config:
 
 async def follow_parent(sock: socket.socket, apply: Callable[[list[Op]], None],
                         start_serving: Callable[[], Awaitable[None]],
-                        stats: Stats, serving: Callable[[], bool]) -> None:
+                        stats: Stats, serving: Callable[[], bool],
+                        clock: Clock = SYSTEM) -> None:
     """In a worker: applies the parent's updates and reports, until the parent goes
     away (returns). Anything else that goes wrong raises: the worker must exit then,
     so that the parent restarts and resyncs it, rather than serve a frozen zone."""
@@ -338,7 +339,7 @@ async def follow_parent(sock: socket.socket, apply: Callable[[list[Op]], None],
         while True:
             writer.write(_frame(Report(stats, applied, serving())))
             await writer.drain()
-            await asyncio.sleep(REPORT_SECONDS)
+            await clock.sleep(REPORT_SECONDS)
 
     tasks = [asyncio.create_task(receive(), name="receive"),
              asyncio.create_task(report(), name="report")]

@@ -16,11 +16,9 @@ CLOCK = PACKAGE / "base" / "clock.py"
 # Modules not moved to the clock yet. The per-packet timing in serving/, querylog and
 # dnstap (perf_counter, paired with the transports' read times) wants a cost check
 # before it goes through a method call.
-# process/workers.py polls its child processes with real sleeps against the clock's
-# deadlines: still to be moved onto clock.sleep (its tests then advance the clock).
 NOT_YET = {
     "serving/server.py", "serving/udpplain.py", "serving/udpbatch.py",
-    "process/querylog.py", "process/dnstap.py", "process/workers.py",
+    "process/querylog.py", "process/dnstap.py",
 }
 # time's functions that format a given timestamp (they read no clock).
 FORMATTING = {"strftime", "gmtime"}

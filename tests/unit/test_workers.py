@@ -99,7 +99,14 @@ def run_parent(body: Callable[[Parent], Awaitable[None]], clock: Clock = SYSTEM,
             assert await parent.answer("web") == ["10.1.0.1"]
             await body(parent)
         finally:
-            await parent.pool.stop()
+            # The stop polls the workers on the clock: a fake one is moved on (to each
+            # poll's end) while they exit in real time.
+            stopping = asyncio.ensure_future(parent.pool.stop())
+            while not stopping.done():
+                if isinstance(clock, FakeClock):
+                    clock.jump()
+                await asyncio.sleep(0.01)
+            await stopping
 
     asyncio.run(main())
     return parent
