@@ -17,7 +17,6 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from time import perf_counter_ns, time_ns
 from typing import Any
 
 from clusterset_dns import __version__
@@ -52,8 +51,10 @@ class Tap:
         self.capacity = capacity
         self.stats = stats
         self.clock = clock
-        # The messages' times: the system's wall clock without a method call per answer.
-        self._now = time_ns if clock is SYSTEM else clock.time_ns
+        # The messages' times: the clock's wall clock and the stopwatch the transports
+        # stamp a query's read with (SYSTEM's are the C functions: no frame per answer).
+        self._now = clock.time_ns
+        self._stopwatch_ns = clock.perf_counter_ns
         # (query, response, over TCP, the client's socket address, when the query was
         # read and when it was answered, in wall-clock ns)
         self.queue: deque[tuple[bytes, bytes | None, bool, Address, int, int]] = deque()
@@ -89,7 +90,7 @@ class Tap:
         # wall-clock time with the offset of this instant, not of a later one (a VM's
         # wall clock may be slewed or stepped meanwhile).
         now = self._now()
-        queue.append((query, response, tcp, peer, started + now - perf_counter_ns(), now))
+        queue.append((query, response, tcp, peer, started + now - self._stopwatch_ns(), now))
         if self.idle:
             self.idle = False
             self.wake.set()

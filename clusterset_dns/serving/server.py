@@ -9,10 +9,10 @@ import errno
 import logging
 import resource
 import socket
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, cast
 
+from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.observe import Observer, failed
 from clusterset_dns.serving.stats import SAMPLE_EVERY, Durations, Sampler
@@ -210,6 +210,7 @@ class TCPProtocol(asyncio.BufferedProtocol):
         transfer = self.server.transfer
         observe = self.server.observe
         sampler = self.server.tcp_sampler
+        clock = self.server.clock
         started = 0
         timed = 0.0
         buffer = self.buffer
@@ -232,15 +233,15 @@ class TCPProtocol(asyncio.BufferedProtocol):
                     self._start_transfer(coro)
                     return
             if observe is not None:
-                started = time.perf_counter_ns()
+                started = clock.perf_counter_ns()
             if sampler is not None:
                 sampler.left -= 1
                 if sampler.left <= 0:
-                    timed = time.perf_counter()
+                    timed = clock.perf_counter()
             response = handle(message, True, None)
             if timed:  # to the response made (its write is the transport's, later)
                 assert sampler is not None
-                sampler.timed(time.perf_counter() - timed)
+                sampler.timed(clock.perf_counter() - timed)
                 timed = 0.0
             if observe is not None:
                 try:
@@ -378,14 +379,17 @@ class DNSServer:
                  reuse_port: bool = False, udp_io: str = "auto", max_tcp_connections: int = 0,
                  stats: ConnectionStats | None = None, transfer: Transfer | None = None,
                  remembering: udpbatch.Remembering | None = None,
-                 observe: Observer | None = None, sample_every: int = SAMPLE_EVERY) -> None:
+                 observe: Observer | None = None, sample_every: int = SAMPLE_EVERY,
+                 clock: Clock = SYSTEM) -> None:
         """``max_tcp_connections`` 0: derived from the descriptor limit at start;
         ``transfer``: zone transfers over TCP (None: the handler refuses them);
         ``remembering``: the handler behind ``handle``, whose remembered UDP responses
         the batched reader answers itself (see udpbatch); ``observe``: shown every
         answer, over UDP and TCP (see observe.Observer); ``sample_every``: 1 in so many
-        answers of each transport is timed into ``stats.durations`` (0: none)."""
+        answers of each transport is timed into ``stats.durations`` (0: none); ``clock``:
+        the stopwatch of those timings and of observed answers."""
         self.handle = handle
+        self.clock = clock
         self.observe = observe
         self.transfer = transfer
         self.remembering = remembering
@@ -418,7 +422,7 @@ class DNSServer:
             sockets = [self.bind(host, port) for host, port in self.listen]
         for udp, tcp in sockets:
             reader = udp_reader(udp, self.handle, self.udp_io, self.remembering,
-                                self.observe, self.udp_sampler)
+                                self.observe, self.udp_sampler, self.clock)
             reader.start(loop)
             self.readers.append(reader)
             server = await loop.create_server(

@@ -19,10 +19,10 @@ import errno
 import logging
 import socket
 import sys
-import time
 from collections.abc import Callable
 from typing import Protocol
 
+from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.serving.observe import Address, Observer, failed
 from clusterset_dns.serving.stats import Sampler
 
@@ -180,7 +180,7 @@ class BatchReader:
 
     def __init__(self, sock: socket.socket, handle: Handle,
                  remembering: Remembering | None = None, observe: Observer | None = None,
-                 sampler: Sampler | None = None) -> None:
+                 sampler: Sampler | None = None, clock: Clock = SYSTEM) -> None:
         """``handle`` answers every datagram, or, with ``remembering``, none: that
         handler's memory, fast() and slow() do. ``observe``: shown every answer
         (observe.Observer). ``sampler``: times the batch holding each sampled answer
@@ -190,6 +190,7 @@ class BatchReader:
             raise OSError(errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
         assert _calls is not None
         self.sock = sock
+        self.clock = clock  # the stopwatch of sampled batches and observed answers
         self.fd = sock.fileno()
         self.handle: Handle = remembering.slow if remembering else handle
         self.fast: Callable[[bytes, bool], bytes | None] = (
@@ -276,9 +277,9 @@ class BatchReader:
             if sampler is not None:
                 sampler.left -= count
                 if sampler.left <= 0:  # this batch holds a sampled answer: timed whole
-                    started = time.perf_counter()
+                    started = self.clock.perf_counter()
                     self._answer_any(count)
-                    sampler.timed(time.perf_counter() - started)
+                    sampler.timed(self.clock.perf_counter() - started)
                     taken += count
                     continue
             if self.observe is None:
@@ -356,7 +357,7 @@ class BatchReader:
         there (remembered responses included), then shown with its response once the
         batch is sent. The responses are copied whole (ID included), which the plain
         path avoids: the observer needs the message as it went out anyway."""
-        started = time.perf_counter_ns()
+        started = self.clock.perf_counter_ns()
         handle, slots, sender, fast = self.handle, self.slots, self.sender, self.fast
         recall, counts = self.recall, self.counts
         iov64, tx64, name_at = self.txiov64, self.tx64, self.name_at

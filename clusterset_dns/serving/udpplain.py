@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import time
 from typing import Any
 
+from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.observe import Observer, failed
 from clusterset_dns.serving.stats import Sampler
@@ -31,8 +31,9 @@ class UDPReader:
     MAX_QUERY = udpbatch.MAX_QUERY
 
     def __init__(self, sock: socket.socket, handle: Handle, observe: Observer | None = None,
-                 sampler: Sampler | None = None) -> None:
+                 sampler: Sampler | None = None, clock: Clock = SYSTEM) -> None:
         self.sock = sock
+        self.clock = clock
         self.handle = handle
         self.sampler = sampler
         self.observe = observe
@@ -49,6 +50,7 @@ class UDPReader:
     def _readable(self) -> None:
         recvfrom, sendto, handle = self.sock.recvfrom, self.sock.sendto, self.handle
         sender, observe, sampler = self.sender, self.observe, self.sampler
+        perf, perf_ns = self.clock.perf_counter, self.clock.perf_counter_ns
         size = self.MAX_QUERY
         started = 0
         timed = 0.0
@@ -61,11 +63,11 @@ class UDPReader:
                 log.debug("UDP receive: %s", exc)
                 continue
             if observe is not None:
-                started = time.perf_counter_ns()
+                started = perf_ns()
             if sampler is not None:
                 sampler.left -= 1
                 if sampler.left <= 0:
-                    timed = time.perf_counter()
+                    timed = perf()
             self.addr = addr
             response = handle(data, False, sender)
             if response is not None:
@@ -75,7 +77,7 @@ class UDPReader:
                     log.debug("UDP send to %s: %s", addr, exc)
             if timed:
                 assert sampler is not None
-                sampler.timed(time.perf_counter() - timed)
+                sampler.timed(perf() - timed)
                 timed = 0.0
             if observe is not None:
                 try:
@@ -86,18 +88,18 @@ class UDPReader:
 
 def udp_reader(sock: socket.socket, handle: Handle, mode: str,
                remembering: udpbatch.Remembering | None = None,
-               observe: Observer | None = None, sampler: Sampler | None = None
-               ) -> UDPReader | udpbatch.BatchReader:
+               observe: Observer | None = None, sampler: Sampler | None = None,
+               clock: Clock = SYSTEM) -> UDPReader | udpbatch.BatchReader:
     """``batched`` (recvmmsg/sendmmsg; an error where unavailable), ``plain``, or ``auto``:
     batched where the system has it, else plain. ``observe``: see observe.Observer;
     ``sampler``: times 1 in so many answers (stats.Sampler)."""
     if mode != "plain":
         reason = udpbatch.load()
         if reason is None:
-            return udpbatch.BatchReader(sock, handle, remembering, observe, sampler)
+            return udpbatch.BatchReader(sock, handle, remembering, observe, sampler, clock)
         if mode == "batched":
             raise OSError(f"--udp-io batched: {reason}")
         log.info("batched UDP I/O unavailable (%s): one system call per datagram", reason)
-    return UDPReader(sock, handle, observe, sampler)
+    return UDPReader(sock, handle, observe, sampler, clock)
 
 

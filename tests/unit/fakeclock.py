@@ -35,6 +35,12 @@ class FakeClock(Clock):
     def time_ns(self) -> int:
         return round(self.time() * 1e9)
 
+    def perf_counter(self) -> float:
+        return self.monotonic()
+
+    def perf_counter_ns(self) -> int:
+        return round(self.monotonic() * 1e9)
+
     def uniform(self, low: float, high: float) -> float:
         return self._random.uniform(low, high)
 

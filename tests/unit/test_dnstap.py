@@ -231,7 +231,7 @@ def test_tap_sends_each_answer_as_two_messages_then_stop() -> None:
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
         collector, tap = await connected_tap(path, stats, clock, 10, identity="id",
                                              version="v1")
-        started = dnstap.perf_counter_ns()
+        started = clock.perf_counter_ns()
         for n in range(3):
             tap.observe(*answer(n), n == 1, ("::ffff:127.0.0.1", 4000 + n), started)
         tap.observe(b"\0\x09x", None, False, ("127.0.0.1", 5), started)  # no response sent

@@ -18,6 +18,7 @@ from clusterset_dns.serving.server import Counters, DNSServer, UDPReader, make_s
 from clusterset_dns.serving.stats import DURATION_BUCKETS, Durations, Sampler, Stats
 from clusterset_dns_testkit.objects import service_import
 
+from .fakeclock import FakeClock
 from .helpers import DEFAULT_UDP_CAP, build_cache, query, udp_client
 
 WEB = "web.prod.svc.clusterset.local."
@@ -146,3 +147,31 @@ def test_the_family_folds_every_process() -> None:
     assert samples[(name + "_bucket", "udp", "+Inf")] == 2
     assert samples[(name + "_count", "tcp", None)] == 1
     assert samples[(name + "_sum", "tcp", None)] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("kind", ["batched", "plain"])
+def test_udp_timings_read_the_injected_clock(kind: str, client: socket.socket) -> None:
+    """The stopwatch is the reader's clock: a fake one moving a quarter second a
+    reading times a sampled answer at exactly 0.25 s, and stamps an observed answer
+    with its own first reading."""
+    if kind == "batched" and udpbatch.load() is not None:
+        pytest.skip(f"no batched UDP I/O here: {udpbatch.load()}")  # the plain case runs
+    answers = handler()
+    seen: list[int] = []
+
+    def observe(query: bytes, response: bytes | None, tcp: bool, peer: object,
+                started: int) -> None:
+        seen.append(started)
+
+    for sampler, observer in ((Sampler(1, Durations(), False), None), (None, observe)):
+        clock = FakeClock(tick=0.25)
+        sock = make_socket("127.0.0.1", 0, socket.SOCK_DGRAM, reuse_port=False)
+        reader: UDPReader | udpbatch.BatchReader = (
+            udpbatch.BatchReader(sock, answers.handle, answers, observer, sampler, clock)
+            if kind == "batched" else UDPReader(sock, answers.handle, observer, sampler, clock))
+        ask_udp(reader, client, sock.getsockname(), 1)
+        sock.close()
+        if sampler is not None:
+            assert sampler.durations.sums[0] == 0.25
+            assert sampled(sampler.durations, False) == 1
+    assert seen == [round(1000.25 * 1e9)]

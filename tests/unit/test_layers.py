@@ -71,10 +71,10 @@ ALLOWED: dict[str, set[str]] = {
     "serving.handler": {"serving.query", "serving.stats", "zone.table", "zone.truncate",
                         "zone.wire"},
     "serving.observe": set(),
-    "serving.server": {"serving.observe", "serving.stats", "serving.udpbatch",
+    "serving.server": {"base.clock", "serving.observe", "serving.stats", "serving.udpbatch",
                        "serving.udpplain"},
-    "serving.udpplain": {"serving.observe", "serving.stats", "serving.udpbatch"},
-    "serving.udpbatch": {"serving.observe", "serving.stats"},
+    "serving.udpplain": {"base.clock", "serving.observe", "serving.stats", "serving.udpbatch"},
+    "serving.udpbatch": {"base.clock", "serving.observe", "serving.stats"},
     "serving.query": {"zone.wire"},
     # transfers: AXFR/IXFR and NOTIFY
     "transfers": set(),

@@ -13,13 +13,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "clusterset_dns"
 CLOCK = PACKAGE / "base" / "clock.py"
-# Modules not moved to the clock yet. The per-packet timing in serving/, querylog and
-# dnstap (perf_counter, paired with the transports' read times) wants a cost check
-# before it goes through a method call.
-NOT_YET = {
-    "serving/server.py", "serving/udpplain.py", "serving/udpbatch.py",
-    "process/querylog.py", "process/dnstap.py",
-}
 # time's functions that format a given timestamp (they read no clock).
 FORMATTING = {"strftime", "gmtime"}
 MODULES = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p != CLOCK)
@@ -44,14 +37,7 @@ def time_uses(tree: ast.AST) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", [m for m in MODULES if m not in NOT_YET])
+@pytest.mark.parametrize("module", MODULES)
 def test_time_comes_from_the_clock(module: str) -> None:
     uses = time_uses(ast.parse((PACKAGE / module).read_text()))
     assert not uses, f"{module}: {uses}: take a base.clock.Clock instead"
-
-
-def test_the_not_yet_list_is_current() -> None:
-    """A module moved to the clock leaves NOT_YET (so the test above covers it)."""
-    assert all((PACKAGE / m).exists() for m in NOT_YET)
-    still = {m for m in NOT_YET if time_uses(ast.parse((PACKAGE / m).read_text()))}
-    assert still == NOT_YET, f"on the clock now, drop from NOT_YET: {sorted(NOT_YET - still)}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import dns.message
 import pytest
@@ -60,7 +59,7 @@ def logged(log: QueryLog, caplog: pytest.LogCaptureFixture, data: bytes, synced:
            tcp: bool = False) -> list[logging.LogRecord]:
     response = handler(synced).handle(data, tcp)
     caplog.clear()
-    log(data, response, tcp, PEER, time.perf_counter_ns())
+    log(data, response, tcp, PEER, log.clock.perf_counter_ns())
     return [r for r in caplog.records if r.name == "clusterset_dns.query"]
 
 
@@ -100,7 +99,7 @@ def test_text_and_json_lines(caplog: pytest.LogCaptureFixture) -> None:
     response = handler().handle(data, True)
     assert response is not None
     caplog.clear()
-    log(data, response, True, ("::1", 40000, 0, 0), time.perf_counter_ns())
+    log(data, response, True, ("::1", 40000, 0, 0), log.clock.perf_counter_ns())
     [record] = [r for r in caplog.records if r.name == "clusterset_dns.query"]
     text = logging.Formatter("%(message)s").format(record)
     head, duration = text.rsplit(" duration=", 1)
