@@ -1,4 +1,4 @@
-"""The README's Metrics section names every metric family a running server exposes on
+"""docs/metrics.md's Metrics section names every metric family a running server exposes on
 /metrics, the standard process_* and python_* families included, and nothing else."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ _NAME = r"(?:clusterset_dns|process|python)_[a-z0-9_]+"
 
 
 def readme_metrics() -> set[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
     section = text[text.index("\n## Metrics\n"):]
     section = section[:section.index("\n## ", 1)]
     return set(re.findall(rf"`({_NAME})", section))
