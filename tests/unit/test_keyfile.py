@@ -41,6 +41,8 @@ BAD = [
     ("3-byte secret", f"xfr-key:{b64(3)}".encode(), "3 bytes"),
     ("15-byte secret", f"xfr-key:{b64(15)}".encode(), "15 bytes"),
     ("not base64", b"xfr-key:not*base64", "base64"),
+    # a stray character in a good secret: lenient base64 would drop it and load the key
+    ("a stray character", f"xfr-key:{b64(32)[:8]}*{b64(32)[8:]}".encode(), "base64"),
     ("not UTF-8", b"xfr-key:\xff\xfe\x00secret", "UTF-8"),
     ("another algorithm", f"hmac-md5:xfr-key:{b64(32)}".encode(), "HMAC-SHA256"),
     ("no colon", b"just-a-secret", "NAME:BASE64SECRET"),
