@@ -66,12 +66,18 @@ def service_import(name: str, namespace: str | None = "prod", type_: str = "Clus
 
 def endpoint(*addresses: str, hostname: str | None = None, ready: bool | None = None,
              zone: str | None = None, node: str | None = None,
-             serving: bool | None = None) -> Obj:
+             serving: bool | None = None, for_zones: Sequence[str] | None = None,
+             for_nodes: Sequence[str] | None = None) -> Obj:
+    """``for_zones`` / ``for_nodes``: the topology hints (an empty list is written)."""
     raw: Obj = {"addresses": list(addresses)}
     if zone is not None:
         raw["zone"] = zone
     if node is not None:
         raw["nodeName"] = node
+    if for_zones is not None:
+        raw.setdefault("hints", {})["forZones"] = [{"name": name} for name in for_zones]
+    if for_nodes is not None:
+        raw.setdefault("hints", {})["forNodes"] = [{"name": name} for name in for_nodes]
     if hostname is not None:
         raw["hostname"] = hostname
     if ready is not None:

@@ -165,7 +165,10 @@ def _row(endpoint: Endpoint, served: bool, reason: str, full: bool) -> dict[str,
     row: dict[str, Any] = {"addresses": [str(ip) for ip in endpoint.addresses],
                            "hostname": endpoint.hostname, "served": served, "reason": reason}
     if full:
-        row["zone"] = endpoint.zone
+        hints = endpoint.hints
+        row.update({"zone": endpoint.zone, "nodeName": endpoint.node,
+                    "hints": None if hints is None else {"forZones": sorted(hints.zones),
+                                                         "forNodes": sorted(hints.nodes)}})
     return row
 
 
@@ -183,8 +186,9 @@ class _Snapshot:
         self.imp = cache.imports.get(key)
         self.slices = sorted(cache.slices_of(key), key=lambda s: (s.cluster or "", s.name))
         self.headless = self.imp is not None and self.imp.type is ServiceType.HEADLESS
-        self.tiers = builder.tiers(self.imp) if self.imp is not None and self.headless else None
         answering = builder.answering(self.slices)
+        self.tiers = (builder.ranking(self.imp, answering)
+                      if self.imp is not None and self.headless else None)
         self.answering = answering
         self.fallback = answering is not self.slices  # --serve-terminating: serving ones answer
         self.rejected = sorted(cache.rejections_of(key).items())
@@ -264,8 +268,9 @@ def _slices(snap: _Snapshot, qtype: int, full: bool) -> Generator[None, None, tu
                     reason = "no cluster id: in the service's answers, no endpoint name (§5.4)"
                 served = answers and headless and not other and not reason.startswith("local")
                 row = _row(endpoint, served, reason, full)
-                if tier is not None:
+                if tier is not None and tiers is not None:
                     row["tier"] = tier
+                    row["tierWhy"] = tiers.why(piece.cluster == tiers.cluster, endpoint)
                 endpoints.append(row)
         if full:
             out.append({"namespace": piece.namespace, "name": piece.name,
@@ -413,7 +418,7 @@ def text(result: dict[str, Any]) -> str:
         for e in piece["endpoints"]:
             what = " ".join(e["addresses"]) + (f" {e['hostname']}" if e["hostname"] else "")
             state = "served" if e["served"] else "left out"
-            tier = f" (tier {e['tier']})" if "tier" in e else ""
+            tier = f" (tier {e['tier']}: {e['tierWhy']})" if "tier" in e else ""
             lines.append(f"  {what}: {state}{tier}" + (f": {e['reason']}" if e["reason"] else ""))
     if not service["slices"]:
         lines.append("no EndpointSlice" if full else "no endpoint served by name")

@@ -24,6 +24,7 @@ from clusterset_dns.zone.model import (
     Condition,
     Endpoint,
     EndpointSlice,
+    Hints,
     ObjectKey,
     Port,
     Prefer,
@@ -49,6 +50,10 @@ SLICES_ABSENT = "Absent"
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"  # EndpointSlice annotation
 MAX_CONDITIONS = 16  # conditions kept per import (explain shows them; bounded)
 MAX_CONDITION_TEXT = 256  # characters kept of a condition's reason and message
+# An endpoint's hints.forZones and hints.forNodes: the API allows 8 entries each; names
+# are label values (zones) and DNS subdomains (nodes), at most 253 characters.
+MAX_HINTS = 8
+MAX_HINT_NAME = 253
 
 Warn = Callable[[str], None]
 READY, SERVING, DOWN = 0, 1, 2  # an endpoint's state (_endpoint)
@@ -299,6 +304,50 @@ def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
+# Hints repeat across endpoints (every endpoint of a zone has the same): one object each.
+# Bounded, since objects choose them; starting over only costs the sharing.
+_HINTS_CAP = 4096
+_shared_hints: dict[Hints, Hints] = {}
+
+
+def _hint_names(raw: Any, what: str) -> frozenset[str]:
+    """The names of ``hints.forZones`` or ``hints.forNodes``; raises InvalidObject for a
+    list the API would refuse (not a list, over MAX_HINTS entries, an entry without a
+    name), checked before reading it: a huge list costs nothing."""
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{what} is not a list")
+    if len(raw) > MAX_HINTS:
+        raise InvalidObject(f"{what} has {len(raw)} entries, more than {MAX_HINTS}")
+    found: set[str] = set()
+    for item in raw:
+        name = item.get("name") if _is_mapping(item) else None
+        if not isinstance(name, str) or not name or len(name) > MAX_HINT_NAME:
+            raise InvalidObject(f"{what} has an entry without a name of 1..{MAX_HINT_NAME} "
+                                "characters")
+        found.add(sys.intern(name))
+    return frozenset(found)
+
+
+def _hints(raw: Any) -> Hints | None:
+    """An endpoint's hints (None: none, or only empty lists); raises InvalidObject."""
+    if raw is None:
+        return None
+    if not _is_mapping(raw):
+        raise InvalidObject("hints is not an object")
+    hints = Hints(_hint_names(raw.get("forZones"), "hints.forZones"),
+                  _hint_names(raw.get("forNodes"), "hints.forNodes"))
+    if not hints.zones and not hints.nodes:
+        return None
+    found = _shared_hints.get(hints)
+    if found is None:
+        if len(_shared_hints) >= _HINTS_CAP:
+            _shared_hints.clear()
+        _shared_hints[hints] = found = hints
+    return found
+
+
 def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, int] | None:
     """One endpoint and its state (READY, SERVING: not ready but serving, DOWN:
     neither; absent ``ready`` = ready, absent ``serving`` = as ``ready``); None when it
@@ -333,7 +382,17 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
     node = sys.intern(node) if isinstance(node, str) and node else None
     if not addresses:
         return None
-    return Endpoint(addresses=tuple(addresses), hostname=hostname, zone=zone, node=node), ready
+    hints = None
+    raw_hints = raw.get("hints")
+    if raw_hints is not None:
+        try:
+            hints = _hints(raw_hints)
+        except InvalidObject as exc:
+            # The endpoint keeps its addresses; without hints, its import ranks by the
+            # fields (order.Tiers.following), as when one endpoint has none.
+            warn(f"endpoints[{index}]: hints ignored: {exc}")
+    return Endpoint(addresses=tuple(addresses), hostname=hostname, zone=zone, node=node,
+                    hints=hints), ready
 
 
 def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlice | None:

@@ -66,11 +66,22 @@ class ServiceImport:
 
 
 @dataclass(frozen=True, slots=True)
+class Hints:
+    """An endpoint's topology hints (``hints.forZones[].name``, ``hints.forNodes[].name``),
+    names only: what kube-proxy routes by, and so what local-first tiers follow when
+    every local endpoint has them (order.Tiers.following). Shared between endpoints."""
+
+    zones: frozenset[str] = frozenset()
+    nodes: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class Endpoint:
     addresses: tuple[IP, ...]
     hostname: str | None  # lower-cased; None: derive from the address
     zone: str | None = None  # the endpoint's topology zone, as the slice gives it
     node: str | None = None  # the endpoint's nodeName, as the slice gives it
+    hints: Hints | None = None  # None: no usable hint (absent, empty or invalid)
 
 
 @dataclass(frozen=True, slots=True)

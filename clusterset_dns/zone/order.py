@@ -5,7 +5,7 @@ local-first (:class:`Tiers`), and the weight SRV records share.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clusterset_dns.zone.model import IP, Endpoint
 
@@ -39,22 +39,74 @@ def best_per_family(addresses: list[Packed], ranks: list[int]) -> list[Packed]:
 class Tiers:
     """Where the server runs, as one preferring import ranks endpoints: of the local
     cluster, on the server's node (``node``: PreferSameNode only), then in its zone,
-    then the rest; then every other cluster."""
+    then the rest; then every other cluster.
+
+    Which local endpoints are on the node, or in the zone: by their hints when
+    ``node_hints`` / ``zone_hints`` (see :meth:`following`), else by their
+    ``nodeName`` / ``zone`` fields."""
 
     cluster: str
     node: str | None
     zone: str | None
+    node_hints: bool = False
+    zone_hints: bool = False
+
+    def following(self, local: Iterable[Endpoint]) -> Tiers:
+        """These tiers for an import whose local answering endpoints are ``local``:
+        a level follows the hints when every one of them has hints of that level, as
+        kube-proxy routes by hints only then (pkg/proxy/topology.go). One endpoint
+        without them, and that level reads the fields of all, as without hints."""
+        nodes, zones, some = self.node is not None, self.zone is not None, False
+        for endpoint in local:
+            hints = endpoint.hints
+            if hints is None:
+                return self
+            some = True
+            nodes = nodes and bool(hints.nodes)
+            zones = zones and bool(hints.zones)
+            if not (nodes or zones):
+                return self
+        if not some:
+            return self
+        return replace(self, node_hints=nodes, zone_hints=zones)
+
+    def on_node(self, endpoint: Endpoint) -> bool:
+        if self.node_hints:
+            return endpoint.hints is not None and self.node in endpoint.hints.nodes
+        return endpoint.node == self.node
+
+    def in_zone(self, endpoint: Endpoint) -> bool:
+        if self.zone_hints:
+            return endpoint.hints is not None and self.zone in endpoint.hints.zones
+        return endpoint.zone == self.zone
 
     def rank(self, local: bool, endpoint: Endpoint) -> int:
         node, zone = self.node, self.zone
         levels = (node is not None) + (zone is not None)  # a local endpoint in neither
         if not local:
             return levels + 1
-        if node is not None and endpoint.node == node:
+        if node is not None and self.on_node(endpoint):
             return 0
-        if zone is not None and endpoint.zone == zone:
+        if zone is not None and self.in_zone(endpoint):
             return levels - 1
         return levels
+
+    def why(self, local: bool, endpoint: Endpoint) -> str:
+        """Why the endpoint has its rank, naming the rule and never a node or zone
+        (explain shows it on the health port too)."""
+        if not local:
+            return "another cluster"
+        if self.node is not None and self.on_node(endpoint):
+            return ("on this server's node: hints.forNodes" if self.node_hints
+                    else "on this server's node: nodeName")
+        if self.zone is not None and self.in_zone(endpoint):
+            return ("in this server's zone: hints.forZones" if self.zone_hints
+                    else "in this server's zone: zone")
+        read = [*(["hints.forNodes" if self.node_hints else "nodeName"]
+                  if self.node is not None else []),
+                *(["hints.forZones" if self.zone_hints else "zone"]
+                  if self.zone is not None else [])]
+        return "the local cluster" + (f", elsewhere by {' and '.join(read)}" if read else "")
 
 
 FEW_ADDRESSES = 16  # this many A records fit any UDP answer (16 bytes each)

@@ -292,7 +292,8 @@ class RecordBuilder:
             self._cluster_set_ip(out, svc, imp)
         else:
             every = list(slices)
-            self._headless(out, svc, self.answering(every), self.tiers(imp))
+            answering = self.answering(every)
+            self._headless(out, svc, answering, self.ranking(imp, answering))
             out.explained.update(reasons.headless(self.zone, svc, out.names, imp, every,
                                                   rejected))
         return out
@@ -324,6 +325,16 @@ class RecordBuilder:
             return None
         node = self.node_name if imp.prefer is Prefer.NODE else None
         return Tiers(self.cluster_id, node, self.topology_zone)
+
+    def ranking(self, imp: ServiceImport, answering: list[EndpointSlice]) -> Tiers | None:
+        """:meth:`tiers`, following the local endpoints' hints where kube-proxy would
+        (``answering``: the slices whose endpoints answer, :meth:`answering`)."""
+        tiers = self.tiers(imp)
+        if tiers is None:
+            return None
+        cluster = tiers.cluster
+        return tiers.following(endpoint for piece in answering if piece.cluster == cluster
+                               for endpoint in piece.endpoints)
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
         ips = sorted_ips(imp.ips)

@@ -108,10 +108,18 @@ def service_imports(draw: st.DrawFn) -> dict[str, Any]:
     return obj
 
 
+# Topology hints (issue 35): names of zones, now and then malformed (no name, not a
+# list, over the API's 8 entries).
+HINT_LISTS = st.one_of(
+    maybe(st.lists(maybe(st.fixed_dictionaries({"name": maybe(st.sampled_from(
+        ["z1", "z2", ""]))})), max_size=3)),
+    st.just([{"name": f"z{i}"} for i in range(9)]), st.just("z1"))
 ENDPOINTS = st.fixed_dictionaries(
     {"addresses": maybe(st.lists(maybe(st.one_of(IPV4, IPV6)), max_size=2))},
     optional={"hostname": maybe(HOSTNAMES), "zone": maybe(st.sampled_from(["z1", "z2"])),
-              "conditions": maybe(st.fixed_dictionaries({"ready": maybe(st.booleans())}))})
+              "conditions": maybe(st.fixed_dictionaries({"ready": maybe(st.booleans())})),
+              "hints": maybe(st.fixed_dictionaries({}, optional={"forZones": HINT_LISTS,
+                                                                 "forNodes": HINT_LISTS}))})
 
 
 @st.composite
