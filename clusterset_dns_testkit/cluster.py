@@ -26,6 +26,7 @@ cgroups, and restores ip_forward.
 By hand (root)::
 
     python3 -m clusterset_dns_testkit.cluster up    # start, print the kubeconfig path, stay up
+    python3 -m clusterset_dns_testkit.cluster up --dual-stack  # the same, IPv4 and IPv6
     python3 -m clusterset_dns_testkit.cluster down  # clean up whatever is left
 """
 
@@ -64,6 +65,15 @@ NODE_IP = "10.244.0.1"
 POD_CIDR = "10.244.0.0/24"
 SERVICE_CIDR = "10.96.0.0/16"
 CLUSTER_DNS_IP = "10.96.0.10"
+# the second family of the dual-stack variant: unique local addresses (never global),
+# clear of fd00::/64 (this machine's own link)
+NODE_IP6 = "fd00:10:244::1"
+POD_CIDR6 = "fd00:10:244::/64"
+SERVICE_CIDR6 = "fd00:10:96::/112"
+CLUSTER_DNS_IP6 = "fd00:10:96::a"
+# the forwarding switches set while the cluster runs: (sysctl file, where its old value is kept)
+FORWARDING = ((Path("/proc/sys/net/ipv4/ip_forward"), "ip_forward.saved"),
+              (Path("/proc/sys/net/ipv6/conf/all/forwarding"), "ipv6_forwarding.saved"))
 FORWARD_COMMENT = "clusterset-dns-test-cluster"
 CNI_BIN = Path("/usr/lib/cni")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -205,6 +215,31 @@ def _remove_kube_chains() -> None:
                 _run([tool, "-t", table, "-X", chain], check=False)
 
 
+def _forward_rule(op: str, cidr: str) -> list[str]:
+    """The FORWARD rule (inserted first, or deleted) that drops what the pod range
+    ``cidr`` sends out of any interface but the bridge."""
+    where = ["-I", "FORWARD", "1"] if op == "-I" else [op, "FORWARD"]
+    return [*where, "-s", cidr, "!", "-o", BRIDGE, "-m", "comment", "--comment",
+            FORWARD_COMMENT, "-j", "DROP"]
+
+
+def leftovers() -> list[str]:
+    """What of a cluster is still on this machine (after :func:`cleanup`: nothing)."""
+    found = []
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        found.append(f"bridge {BRIDGE}")
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle", "raw"):
+            out = _run([f"{tool}-save", "-t", table], check=False).stdout
+            found += [f"{tool} {table}: {line}" for line in out.splitlines()
+                      if "KUBE-" in line or FORWARD_COMMENT in line]
+    if STATE_DIR.exists():
+        found.append(str(STATE_DIR))
+    return found
+
+
 def cleanup(log: Any = print) -> None:
     """Undo everything a cluster run (this or an earlier, failed one) left behind."""
     # 1. processes: the control plane and node daemons we recorded, the pods' processes,
@@ -236,10 +271,11 @@ def cleanup(log: Any = print) -> None:
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         _run(["ip", "link", "del", BRIDGE], check=False)
     _remove_kube_chains()
-    while _run(["iptables", "-D", "FORWARD", "-s", POD_CIDR, "!", "-o", BRIDGE,
-                "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"],
-               check=False).returncode == 0:
-        pass
+    for tool, cidr in (("iptables", POD_CIDR), ("ip6tables", POD_CIDR6)):
+        if shutil.which(tool) is None:
+            continue
+        while _run([tool, *_forward_rule("-D", cidr)], check=False).returncode == 0:
+            pass
     # 5. host-local IPAM state, libcni's result cache of our network and of the pods'
     #    loopback, shim sockets left by killed shims (no other containerd runs here:
     #    only when no shim at all is left), our cgroups, the directory itself
@@ -257,9 +293,10 @@ def cleanup(log: Any = print) -> None:
                     f.unlink()
     for root in Path("/sys/fs/cgroup").glob("*/kubepods"):
         _rmdir_tree(root)
-    saved = STATE_DIR / "ip_forward.saved"
-    if saved.exists():
-        Path("/proc/sys/net/ipv4/ip_forward").write_text(saved.read_text())
+    for switch, name in FORWARDING:
+        saved = STATE_DIR / name
+        if saved.exists():
+            switch.write_text(saved.read_text())
     if STATE_DIR.exists() and not _mounts_below(STATE_DIR):
         shutil.rmtree(STATE_DIR, ignore_errors=True)
     elif STATE_DIR.exists():
@@ -306,14 +343,25 @@ class Pod:
     phase: str
     ready: bool
     restarts: int
+    ips: tuple[str, ...] = ()  # status.podIPs: one a family
 
 
 class Cluster:
     """The single-node cluster. ``start()`` brings it up (cleaning leftovers first),
     ``close()`` tears it all down. :attr:`api` is the :class:`peers.KubeAPI` (admin
-    client); :meth:`kubectl` runs the kubectl built by scripts/build-peers."""
+    client); :meth:`kubectl` runs the kubectl built by scripts/build-peers.
 
-    def __init__(self) -> None:
+    ``dual_stack``: IPv4 and IPv6 both (IPv4 first, the primary family): the bridge, the
+    node, pods and Services get an address of each, kube-proxy serves both, and the
+    ``kube-dns`` Service has a ClusterIP of each (CLUSTER_DNS_IP, CLUSTER_DNS_IP6)."""
+
+    def __init__(self, dual_stack: bool = False) -> None:
+        self.dual_stack = dual_stack
+        six = dual_stack
+        self.node_ips = [NODE_IP, *([NODE_IP6] if six else [])]
+        self.pod_cidrs = [POD_CIDR, *([POD_CIDR6] if six else [])]
+        self.service_cidrs = [SERVICE_CIDR, *([SERVICE_CIDR6] if six else [])]
+        self.cluster_dns_ips = [CLUSTER_DNS_IP, *([CLUSTER_DNS_IP6] if six else [])]
         self.dir = STATE_DIR
         self.procs: list[Proc] = []
         self.api: KubeAPI | None = None
@@ -358,15 +406,21 @@ class Cluster:
         self.start_seconds = time.monotonic() - t0
 
     def _network(self) -> None:
-        fwd = Path("/proc/sys/net/ipv4/ip_forward")
-        (self.dir / "ip_forward.saved").write_text(fwd.read_text())
+        switches = FORWARDING if self.dual_stack else FORWARDING[:1]
+        for switch, name in switches:
+            (self.dir / name).write_text(switch.read_text())
         _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
         _run(["ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE])
+        if self.dual_stack:
+            # nodad: usable at once (nothing else is on this new link)
+            _run(["ip", "-6", "addr", "add", f"{NODE_IP6}/64", "dev", BRIDGE, "nodad"])
         _run(["ip", "link", "set", BRIDGE, "up"])
         # pods may talk to each other and to this host, never leave it
-        _run(["iptables", "-I", "FORWARD", "1", "-s", POD_CIDR, "!", "-o", BRIDGE,
-              "-m", "comment", "--comment", FORWARD_COMMENT, "-j", "DROP"])
-        fwd.write_text("1\n")
+        _run(["iptables", *_forward_rule("-I", POD_CIDR)])
+        if self.dual_stack:
+            _run(["ip6tables", *_forward_rule("-I", POD_CIDR6)])
+        for switch, _ in switches:
+            switch.write_text("1\n")
 
     def _pki(self) -> Path:
         """A client CA of our own: the node's client certificate (the kubelet is
@@ -394,7 +448,7 @@ class Cluster:
             ("system:kube-controller-manager", []), ("system:kube-scheduler", []),
             ("system:kube-proxy", [])]
         self.api = KubeAPI(
-            bind_address=NODE_IP, service_cidr=SERVICE_CIDR,
+            bind_address=NODE_IP, service_cidr=",".join(self.service_cidrs),
             enable_admission=["NodeRestriction"], authorization_mode="Node,RBAC",
             endpoint_reconciler="lease", users=users, directory=self.dir / "kube",
             watch_cache=True, keep_tmp=False,
@@ -428,11 +482,22 @@ class Cluster:
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
             f"--service-account-private-key-file={self.api.dir / 'sa.key'}",
             f"--root-ca-file={self.ca_file}", "--use-service-account-credentials=true",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle"])
+            f"--service-cluster-ip-range={','.join(self.service_cidrs)}",
+            *self._node_ipam()])
         self._proc("kube-scheduler", [
             bin_path("kube-scheduler"), f"--kubeconfig={kc['kube-scheduler']}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"])
+
+    def _node_ipam(self) -> list[str]:
+        """Single-stack: no node IPAM (the CNI's host-local range is the pod range).
+        Dual-stack: the Node gets ``spec.podCIDRs`` of both families, the very ranges
+        the CNI hands out (one node: the node's mask is the cluster range's)."""
+        if not self.dual_stack:
+            return ["--controllers=*,-nodeipam,-cloud-node-lifecycle"]
+        return ["--controllers=*,-cloud-node-lifecycle", "--allocate-node-cidrs=true",
+                f"--cluster-cidr={','.join(self.pod_cidrs)}",
+                f"--node-cidr-mask-size-ipv4={POD_CIDR.split('/')[1]}",
+                f"--node-cidr-mask-size-ipv6={POD_CIDR6.split('/')[1]}"]
 
     def _containerd(self, timeout: float) -> None:
         d = self.dir / "containerd"
@@ -448,8 +513,10 @@ class Cluster:
             "plugins": [
                 {"type": "bridge", "bridge": BRIDGE, "isGateway": True,
                  "isDefaultGateway": True, "hairpinMode": True, "ipMasq": False,
-                 "ipam": {"type": "host-local", "subnet": POD_CIDR,
-                          "gateway": NODE_IP, "dataDir": str(self.dir / "cni-ipam")}},
+                 "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni-ipam"),
+                          # one range set a family: a pod gets an address of each
+                          "ranges": [[{"subnet": cidr, "gateway": gateway}] for cidr, gateway
+                                     in zip(self.pod_cidrs, self.node_ips, strict=True)]}},
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ]}
         tmp = d / "10-csdns.conflist.tmp"
@@ -496,7 +563,7 @@ class Cluster:
             bin_path("kubelet"), f"--config={k / 'config.yaml'}",
             f"--kubeconfig={self.component_kubeconfigs['node']}",
             f"--root-dir={k / 'root'}", f"--hostname-override={NODE_NAME}",
-            f"--node-ip={NODE_IP}", f"--cert-dir={k / 'pki'}", "--v=1"])
+            f"--node-ip={','.join(self.node_ips)}", f"--cert-dir={k / 'pki'}", "--v=1"])
 
         def node_ready() -> bool:
             node = self.api.get("v1", "Node", None, NODE_NAME) if self.api else None
@@ -507,17 +574,19 @@ class Cluster:
         self._proc("kube-proxy", [
             bin_path("kube-proxy"), f"--kubeconfig={self.component_kubeconfigs['kube-proxy']}",
             f"--hostname-override={NODE_NAME}", "--proxy-mode=iptables",
-            f"--cluster-cidr={POD_CIDR}", "--oom-score-adj=0",
+            f"--cluster-cidr={','.join(self.pod_cidrs)}", "--oom-score-adj=0",
             "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
             "--conntrack-tcp-timeout-close-wait=0",
             "--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
-            f"--nodeport-addresses={NODE_IP}/32"])
+            "--nodeport-addresses=" + ",".join(
+                f"{ip}/{32 if ':' not in ip else 128}" for ip in self.node_ips)])
 
     def _cluster_dns(self, timeout: float) -> None:
         """kube-system/coredns as in a kubeadm cluster: ConfigMap, Deployment (the
-        CoreDNS image), kube-dns Service at CLUSTER_DNS_IP, RBAC."""
+        CoreDNS image), kube-dns Service at :attr:`cluster_dns_ips`, RBAC."""
         manifest = (REPO_ROOT / "tests" / "cluster" / "manifests" / "coredns.yaml").read_text()
         manifest = manifest.replace("COREDNS_IMAGE", self.images["coredns"]["ref"])
+        manifest = manifest.replace("CLUSTER_DNS_IPS", ", ".join(self.cluster_dns_ips))
         manifest = manifest.replace("CLUSTER_DNS_IP", CLUSTER_DNS_IP)
         self.kubectl("apply", "-f", "-", input=manifest)
         self.wait_rollout("kube-system", "deployment/coredns", timeout)
@@ -540,7 +609,8 @@ class Cluster:
             out.append(Pod(
                 it["metadata"]["name"], namespace, st.get("podIP", ""), st.get("phase", ""),
                 bool(cs) and all(c.get("ready") for c in cs),
-                sum(int(c.get("restartCount", 0)) for c in cs)))
+                sum(int(c.get("restartCount", 0)) for c in cs),
+                tuple(ip["ip"] for ip in st.get("podIPs") or [])))
         return out
 
     def describe(self, namespace: str) -> str:
@@ -570,10 +640,11 @@ def main(argv: Sequence[str]) -> int:
         cleanup()
         print(f"cluster: cleaned up {STATE_DIR}")
         return 0
-    if cmd == "up":
-        c = Cluster()
+    if cmd == "up" and argv[1:] in ([], ["--dual-stack"]):
+        c = Cluster(dual_stack=argv[1:] == ["--dual-stack"])
         c.start()
-        print(f"cluster: up in {c.start_seconds:.0f}s; logs in {STATE_DIR / 'logs'}")
+        stack = "dual-stack" if c.dual_stack else "IPv4"
+        print(f"cluster: {stack}, up in {c.start_seconds:.0f}s; logs in {STATE_DIR / 'logs'}")
         print(f"  export KUBECONFIG={c.kubeconfig}")
         print(f"  kubectl: {bin_path('kubectl')}")
         print("cluster: Ctrl-C (or SIGTERM) stops and cleans up")
@@ -590,7 +661,8 @@ def main(argv: Sequence[str]) -> int:
             pass
         c.close()
         return 0
-    print("usage: python3 -m clusterset_dns_testkit.cluster up|down", file=sys.stderr)
+    print("usage: python3 -m clusterset_dns_testkit.cluster up [--dual-stack] | down",
+          file=sys.stderr)
     return 2
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster, Pod, bin_path
+from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, CLUSTER_DNS_IP6, Cluster, Pod, bin_path
+from clusterset_dns_testkit.objects import HTTP, endpoint, endpoint_slice, service_import
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -22,7 +23,7 @@ NS = "kube-system"
 APP = "app.kubernetes.io/name=clusterset-dns"
 TTL = 5
 
-__all__ = ["APP", "CLUSTER_DNS_IP", "NS", "TTL"]
+__all__ = ["APP", "CLUSTER_DNS_IP", "CLUSTER_DNS_IP6", "NS", "TTL"]
 
 ZONE = "clusterset.local"
 
@@ -63,6 +64,37 @@ def _queries(zone: str) -> list[tuple[str, str, list[str]]]:
 
 
 EXPECTED = _queries(EXPECTED_ZONE)
+
+# Imports of a dual-stack cluster, loaded with the conformance objects: a ClusterSetIP
+# import with a VIP of each family, a Headless one whose pods have an address of each
+# (one EndpointSlice a family, as the EndpointSlice controller writes them), and an
+# IPv6-only ClusterSetIP import (A is NODATA).
+DUAL_STACK_OBJECTS = [
+    service_import("dual", "conf", ips=["10.42.9.1", "fd00:42::9:1"], ports=[HTTP]),
+    service_import("dualhl", "conf", "Headless", ports=[HTTP]),
+    *[endpoint_slice(f"dualhl-east-{family.lower()}", "dualhl", "conf", "east", family,
+                     ports=[HTTP], endpoints=[endpoint(address, hostname=f"web-{i}", ready=True)
+                                              for i, address in enumerate(addresses)])
+      for family, addresses in (("IPv4", ["10.43.0.1", "10.43.0.2"]),
+                                ("IPv6", ["fd00:43::1", "fd00:43::2"]))],
+    service_import("v6only", "conf", ips=["fd00:42::6:1"], ports=[HTTP]),
+]
+EXPECTED_DUAL_STACK_ZONE = """
+dual.conf.svc.clusterset.local. 5 IN A 10.42.9.1
+dual.conf.svc.clusterset.local. 5 IN AAAA fd00:42::9:1
+dualhl.conf.svc.clusterset.local. 5 IN A 10.43.0.1
+dualhl.conf.svc.clusterset.local. 5 IN A 10.43.0.2
+dualhl.conf.svc.clusterset.local. 5 IN AAAA fd00:43::1
+dualhl.conf.svc.clusterset.local. 5 IN AAAA fd00:43::2
+dualhl.conf.svc.clusterset.local. 5 IN SRV 0 50 80 web-0.east.dualhl.conf.svc.clusterset.local.
+dualhl.conf.svc.clusterset.local. 5 IN SRV 0 50 80 web-1.east.dualhl.conf.svc.clusterset.local.
+web-1.east.dualhl.conf.svc.clusterset.local. 5 IN A 10.43.0.2
+web-1.east.dualhl.conf.svc.clusterset.local. 5 IN AAAA fd00:43::2
+v6only.conf.svc.clusterset.local. 5 IN AAAA fd00:42::6:1
+"""
+# (name, type, wanted lines): the zone above plus the NODATA of the IPv6-only import
+EXPECTED_DUAL_STACK = [*_queries(EXPECTED_DUAL_STACK_ZONE),
+                       (svc("v6only"), "A", [])]
 
 
 def same_records(got: list[str], want: list[str]) -> bool:
@@ -135,6 +167,20 @@ class Client:
                 "-n", self.namespace, "exec", "-i", self.name, "--", "python3", "-", *args]
 
 
+def answers_failing(client: Client, servers: list[str],
+                    expected: list[tuple[str, str, list[str]]]) -> list[str]:
+    """Each query of ``expected`` asked of each of ``servers`` over UDP and TCP (an
+    empty want is NODATA: NOERROR without records); what did not get its answer."""
+    failed = []
+    for server in servers:
+        for name, rdtype, want in expected:
+            for tcp in (False, True):
+                status, got = client.dig(server, name, rdtype, tcp=tcp)
+                if status != "NOERROR" or not same_records(got, want):
+                    failed.append(f"@{server} {name} {rdtype} tcp={tcp}: {status} {got}")
+    return failed
+
+
 class Overlay:
     """A kustomization of our own in a temporary directory that takes one of
     deploy/overlays and sets the image to the one scripts/build-images made (never
@@ -190,6 +236,13 @@ def wait_pods(cluster: Cluster, selector: str, count: int, timeout: float = 180,
 def service_ip(cluster: Cluster, name: str, namespace: str = NS) -> str:
     ip: str = cluster.kubectl_json("-n", namespace, "get", "service", name)["spec"]["clusterIP"]
     return ip
+
+
+def service_ips(cluster: Cluster, name: str, namespace: str = NS) -> list[str]:
+    """The Service's ClusterIPs, one a family, the primary (IPv4) first."""
+    ips: list[str] = cluster.kubectl_json("-n", namespace, "get", "service", name)["spec"][
+        "clusterIPs"]
+    return ips
 
 
 def patch_coredns(cluster: Cluster, our_ip: str) -> None:

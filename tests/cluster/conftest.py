@@ -1,7 +1,8 @@
-"""The single-node cluster of clusterset_dns_testkit/cluster.py, once per session, with the
-mcs-api v0.5.0 CRDs and the about-api ClusterProperty CRD (so the resource the RBAC grants
-is served), the conformance objects `hello` and `db`, and a client pod (dig, python3 +
-dnspython). Every test here is marked ``cluster`` and needs root,
+"""The single-node cluster of clusterset_dns_testkit/cluster.py, dual-stack, once per
+session, with the mcs-api v0.5.0 CRDs and the about-api ClusterProperty CRD (so the
+resource the RBAC grants is served), the conformance objects `hello` and `db`, the
+dual-stack and IPv6 imports of clusterlib.DUAL_STACK_OBJECTS, and a client pod (dig,
+python3 + dnspython). Every test here is marked ``cluster`` and needs root,
 ``scripts/build-peers`` and ``scripts/build-images``."""
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusterset_dns_testkit.cluster import Cluster, ClusterError
+from clusterset_dns_testkit.cluster import FORWARDING, Cluster, ClusterError, leftovers
 
-from .clusterlib import CONFORMANCE_OBJECTS, Client
+from .clusterlib import CONFORMANCE_OBJECTS, DUAL_STACK_OBJECTS, Client
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -27,7 +28,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def cluster() -> Iterator[Cluster]:
     if os.geteuid() != 0:
         raise ClusterError("the cluster tests need root (bridge, iptables, containerd)")
-    c = Cluster()
+    # dual-stack for every test: it starts as fast as the IPv4 one (docs/testing.md), and
+    # the IPv4 tests see what an IPv4 client of a dual-stack cluster sees
+    c = Cluster(dual_stack=True)
+    forwarding = _forwarding()
     c.start()
     print(f"cluster: up in {c.start_seconds:.0f}s")
     try:
@@ -39,6 +43,12 @@ def cluster() -> Iterator[Cluster]:
                   "`python3 -m clusterset_dns_testkit.cluster down`")
         else:
             c.close()
+            # the machine as it was: no bridge, chain, rule or directory, forwarding restored
+            assert (leftovers(), _forwarding()) == ([], forwarding)
+
+
+def _forwarding() -> list[str]:
+    return [switch.read_text() for switch, _ in FORWARDING]
 
 
 def _load_objects(c: Cluster) -> list[str]:
@@ -49,6 +59,8 @@ def _load_objects(c: Cluster) -> list[str]:
              CONFORMANCE_OBJECTS / "core" / "db.yaml"]
     for f in files:
         c.kubectl("apply", "-f", str(f))
+    c.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": DUAL_STACK_OBJECTS}))
     return [str(f) for f in files]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, Cluster
+from clusterset_dns_testkit.cluster import CLUSTER_DNS_IP, CLUSTER_DNS_IP6, Cluster
 from clusterset_dns_testkit.objects import (
     HTTP,
     cluster_property,
@@ -27,14 +27,18 @@ from clusterset_dns_testkit.objects import (
 from .clusterlib import (
     APP,
     EXPECTED,
+    EXPECTED_DUAL_STACK,
     NS,
     REPO,
     ZONE,
     Client,
     Overlay,
+    answers_failing,
+    patch_coredns,
     restart_dns,
     same_records,
     service_ip,
+    service_ips,
     svc,
     wait_pods,
 )
@@ -98,6 +102,18 @@ def test_apply_k_one_pod_per_node_ready_no_restarts(cluster: Cluster, daemonset:
     assert pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
     service = cluster.kubectl_json("-n", NS, "get", "service", "clusterset-dns")
     assert service["spec"]["internalTrafficPolicy"] == "Local"
+
+
+def test_dual_stack_imports_through_the_cluster_coredns_and_the_ipv6_cluster_ip(
+        cluster: Cluster, client: Client, daemonset: Overlay) -> None:
+    """The cluster CoreDNS forwarding to the DaemonSet's Service (internalTrafficPolicy
+    Local: the pod on CoreDNS's node), asked at both its ClusterIPs; and our Service at
+    its IPv6 ClusterIP, from the client pod."""
+    ours = service_ips(cluster, "clusterset-dns")
+    assert len(ours) == 2 and ":" in ours[1], ours
+    patch_coredns(cluster, ours[0])
+    assert answers_failing(client, [CLUSTER_DNS_IP, CLUSTER_DNS_IP6], EXPECTED_DUAL_STACK) == []
+    assert answers_failing(client, ours[1:], EXPECTED + EXPECTED_DUAL_STACK) == []
 
 
 def test_node_local_cache_needs_the_stanza_and_then_answers(

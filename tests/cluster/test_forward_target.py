@@ -20,14 +20,18 @@ from clusterset_dns_testkit.objects import HTTP, service_import
 from .clusterlib import (
     APP,
     CLUSTER_DNS_IP,
+    CLUSTER_DNS_IP6,
     EXPECTED,
+    EXPECTED_DUAL_STACK,
     NS,
     TTL,
     Client,
     Overlay,
+    answers_failing,
     patch_coredns,
     same_records,
     service_ip,
+    service_ips,
     svc,
     wait_pods,
 )
@@ -81,6 +85,20 @@ def test_client_pod_resolves_through_cluster_coredns(
     for tcp in (False, True):
         status, got = client.dig(CLUSTER_DNS_IP, name, rdtype, tcp=tcp)
         assert status == "NOERROR" and same_records(got, want), (tcp, status, got, want)
+
+
+def test_client_pod_resolves_dual_stack_imports_over_both_families(
+        client: Client, forward_target: Installed) -> None:
+    """The dual-stack and IPv6-only imports, A and AAAA, asked of the cluster CoreDNS at
+    its IPv4 and its IPv6 ClusterIP (an IPv6 client) and forwarded to our Service."""
+    assert answers_failing(client, [CLUSTER_DNS_IP, CLUSTER_DNS_IP6], EXPECTED_DUAL_STACK) == []
+
+
+def test_an_ipv6_client_reaches_the_service_at_its_ipv6_cluster_ip(
+        cluster: Cluster, client: Client, forward_target: Installed) -> None:
+    v4, v6 = service_ips(cluster, "clusterset-dns")
+    assert v4 == forward_target.service_ip and ":" in v6 and ":" not in v4
+    assert answers_failing(client, [v6], EXPECTED + EXPECTED_DUAL_STACK) == []
 
 
 def test_client_pod_nxdomain_through_cluster_coredns(client: Client,

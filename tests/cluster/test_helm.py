@@ -15,12 +15,16 @@ from clusterset_dns_testkit.helm import CHART, helm, values_file
 from .clusterlib import (
     APP,
     CLUSTER_DNS_IP,
+    CLUSTER_DNS_IP6,
     EXPECTED,
+    EXPECTED_DUAL_STACK,
     NS,
     Client,
+    answers_failing,
     patch_coredns,
     same_records,
     service_ip,
+    service_ips,
     wait_pods,
 )
 
@@ -47,14 +51,20 @@ def release(cluster: Cluster) -> Iterator[str]:
 
 
 def resolves_everything(client: Client) -> list[str]:
-    """The conformance answers through the cluster CoreDNS, UDP and TCP; what failed."""
+    """The conformance answers through the cluster CoreDNS, UDP and TCP; the dual-stack
+    and IPv6-only imports through it at both its ClusterIPs and from our Service's IPv6
+    ClusterIP; what failed."""
     failed = []
     for name, rdtype, want in EXPECTED:
         for tcp in (False, True):
             status, got = client.dig(CLUSTER_DNS_IP, name, rdtype, tcp=tcp)
             if status != "NOERROR" or not same_records(got, want):
                 failed.append(f"{name} {rdtype} tcp={tcp}: {status} {got}")
-    return failed
+    failed += answers_failing(client, [CLUSTER_DNS_IP, CLUSTER_DNS_IP6], EXPECTED_DUAL_STACK)
+    ours = service_ips(client.cluster, "clusterset-dns")
+    if len(ours) != 2:
+        return [*failed, f"our Service has no ClusterIP of each family: {ours}"]
+    return failed + answers_failing(client, ours[1:], EXPECTED_DUAL_STACK)
 
 
 def test_installed_release_runs_hardened_pods(cluster: Cluster, release: str) -> None:

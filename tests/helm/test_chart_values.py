@@ -211,3 +211,16 @@ def test_the_default_memory_is_the_tables_default_row() -> None:
         shipped += _memory(overlay_objects(overlay))
     assert len(shipped) == 5
     assert set(shipped) == {want}
+
+
+@pytest.mark.parametrize("source", ["chart-deployment", "chart-daemonset",
+                                    *sorted(p.name for p in OVERLAYS.iterdir() if p.is_dir())])
+def test_the_service_asks_for_both_families(source: str) -> None:
+    """A ClusterIP of each family where the cluster has both, so IPv6-only clients reach
+    the server (the dual-stack cluster test asks it over its IPv6 ClusterIP); the one
+    family in a single-stack cluster (PreferDualStack, never RequireDualStack)."""
+    objects = (chart_objects({"mode": source.removeprefix("chart-")})
+               if source.startswith("chart-") else overlay_objects(source))
+    [service] = [o for o in objects if o["kind"] == "Service"]
+    assert service["spec"]["ipFamilyPolicy"] == "PreferDualStack"
+    assert "ipFamilies" not in service["spec"]  # the cluster's order: its primary first
