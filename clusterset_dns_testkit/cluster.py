@@ -15,13 +15,19 @@ Network, all inside this machine:
 * a FORWARD rule drops anything from the pod range that would leave through another
   interface than the bridge, so no pod can reach beyond this machine.
 * ``net.ipv4.ip_forward`` is set to 1 while the cluster runs, and restored.
+* dual-stack (``Cluster(dual_stack=True)``), the same for IPv6 besides: the bridge
+  also has ``NODE_IP6``/64 (the node's second address), pods a second address of
+  ``POD_CIDR6`` (a second host-local range), Services a second ClusterIP of
+  ``SERVICE_CIDR6``, the Node both pod CIDRs (node IPAM), kube-proxy both families,
+  an ip6tables FORWARD rule like the IPv4 one, ``net.ipv6.conf.all.forwarding``
+  set and restored.
 
 Everything lives under one fixed directory (:data:`STATE_DIR`) so that a later run
 finds what a failed one left: :func:`cleanup` (also run at start) kills the processes
 recorded there, kills the containers of the ``kubepods`` cgroups, unmounts every mount
 below the directory, removes the CNI network namespaces, the bridge and its veths,
-kube-proxy's chains (``kube-proxy --cleanup``) and our FORWARD rule, the kubepods
-cgroups, and restores ip_forward.
+the ``KUBE-*`` chains and our FORWARD rules (both families), the kubepods cgroups,
+and restores both forwarding switches.
 
 By hand (root)::
 
