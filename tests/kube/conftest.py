@@ -20,7 +20,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def api() -> Iterator[KubeAPI]:
-    with KubeAPI() as kube:
+    # The gate makes Kubernetes 1.33 keep EndpointSlice hints.forNodes (issue 35,
+    # tests/kube/test_hints.py); it is on by default from 1.34.
+    with KubeAPI(extra_args=["--feature-gates=PreferSameTrafficDistribution=true"]) as kube:
         kube.install_crds(["mcs-api-v0.5.0", "status-layout"])
         yield kube
 
