@@ -267,6 +267,12 @@ E = f"e.prod.{Z}"
 TWO = [endpoint_slice(f"e-a-{i}", "e", cluster="a", ports=[port(80, "TCP", "web")],
                       endpoints=[endpoint(f"10.9.0.{i}", hostname="h", ready=False)])
        for i in (1, 2)]
+READY = endpoint_slice("e-1", "e", cluster="a", ports=[port(80, "TCP", "web")],
+                       endpoints=[endpoint("10.7.0.1")])
+NAMELESS = endpoint_slice("e-1", "e", cluster=None, ports=[port(80, "TCP", "web")],
+                          endpoints=[endpoint("10.7.0.1", ready=False)])
+DOWN_B = endpoint_slice("e-2", "e", cluster="b", ports=[port(80, "TCP", "web")],
+                        endpoints=[endpoint("10.8.0.1", hostname="h", ready=False)])
 # (what, the slices of Headless import e (port web/TCP 80), name, type, the EDE text)
 TEXTS: list[tuple[str, list[dict[str, Any]], str, str, str]] = [
     ("three clusters are all named", [_down("c", "c"), _down("a", "a", 2), _down("b", "b")],
@@ -291,6 +297,12 @@ TEXTS: list[tuple[str, list[dict[str, Any]], str, str, str]] = [
      "no ready endpoint in cluster a: 2 not ready"),
     ("two slices of a cluster: the endpoint", TWO, f"h.a.{E}", "A",
      "endpoint not ready (EndpointSlice prod/e-a-1)"),
+    # a slice with nothing down, or without a cluster id (no names), listed before the
+    # one whose endpoint is down: the later slice's names are still explained
+    ("after a slice with every endpoint ready", [READY, DOWN_B], f"h.b.{E}", "A",
+     "endpoint not ready (EndpointSlice prod/e-2)"),
+    ("after a slice without a cluster id", [NAMELESS, DOWN_B], f"h.b.{E}", "A",
+     "endpoint not ready (EndpointSlice prod/e-2)"),
 ]
 
 
