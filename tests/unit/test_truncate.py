@@ -539,3 +539,79 @@ def test_a_cut_of_written_out_names_keeps_the_same_records(room: int) -> None:
     else:
         assert sorted(k.lower() for k in kept) == sorted(k.lower() for k in _kept(lines, room))
         assert len(kept) == 5
+
+
+# -- reading an SRV answer: counts, repeated targets, no glue section, no decoding ----------------
+
+def _fitting(lines: list[str], room: int) -> int:
+    """How many of the SRV records ``lines``, in turn, fit in ``room`` bytes."""
+    used = count = 0
+    for line in lines:
+        used += _srv_size(line)
+        if used > room:
+            break
+        count += 1
+    return count
+
+
+def test_an_srv_answer_of_more_than_255_records_is_read_whole() -> None:
+    """ANCOUNT is two bytes: 300 records (0x012C) are 300, not 44 (its low byte)."""
+    lines = [f"{Q} 5 IN SRV 0 1 80 t{i}.{T}" for i in range(300)]
+    room = 4000
+    assert 44 < _fitting(lines, room) < 300
+    assert len(_kept(lines, room)) == _fitting(lines, room)
+
+
+def test_a_target_named_twice_takes_its_glue_once() -> None:
+    """Two records (two ports) of one target: both kept, its address once."""
+    lines = [SHORT, f"{Q} 5 IN SRV 0 1 81 a.{T}", GLUE_A]
+    assert [k.lower() for k in _kept(lines, 10_000)] == [
+        f"{Q} srv 0 1 80 a.{T}", f"{Q} srv 0 1 81 a.{T}", f"a.{T} a 10.0.0.1"]
+
+
+def test_an_srv_answer_without_a_glue_section() -> None:
+    """A plain Answer (``glue_at`` -1: no additional records) is all answer records."""
+    key, answer = _zone_answer([SHORT, LONG, LATER])
+    plain = wire.Answer(answer.heads, answer.body, 0)
+    assert plain.glue_at == -1
+    form = truncate.srv_cuts(key, plain, truncate.Rotation()).form(
+        0, _srv_size(SHORT) + _srv_size(LONG), 12 + len(key))
+    assert form is not None
+    reply = decode(b"\x00\x00" + form[0][0] + key + form[1])
+    assert [line.split()[-1].lower() for line in reply.answer] == [f"a.{T}",
+                                                                   f"{'b' * 40}.{T}"]
+    assert reply.additional == []
+
+
+class _Counting:
+    """The wire module as truncate sees it, counting the name walks it asks for."""
+
+    def __init__(self) -> None:
+        self.walks: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        found = getattr(wire, name)
+        if name not in ("skip_name", "read_name"):
+            return found
+
+        def counted(*args: object) -> object:
+            self.walks.append(name)
+            return found(*args)
+        return counted
+
+
+@pytest.mark.parametrize("qname", [BIG, f"_http._tcp.{BIG}"])
+def test_our_own_srv_answers_are_cut_without_walking_a_name(
+        qname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's SRV answers have the usual shapes (owners C0 0C, glue owners pointing
+    at their targets, before and after offset 256): cutting one reads no name, as
+    SrvCuts says (reading costs about as much as building the answer)."""
+    handler = fresh()
+    full = ask(handler, query(qname, "SRV", edns=0), tcp=True)
+    assert full.additional and len(full.wire) > 512
+    counting = _Counting()
+    monkeypatch.setattr(truncate, "wire", counting)
+    for payload in (512, 1100, DEFAULT_UDP_CAP):
+        reply = ask(handler, query(qname, "SRV", edns=0, payload=payload))
+        check_cut(reply, full, payload)
+    assert counting.walks == []
