@@ -615,3 +615,10 @@ def test_our_own_srv_answers_are_cut_without_walking_a_name(
         reply = ask(handler, query(qname, "SRV", edns=0, payload=payload))
         check_cut(reply, full, payload)
     assert counting.walks == []
+
+
+def test_address_cuts_of_no_address_keep_nothing() -> None:
+    """Never asked by the zone (one record needs no cut), but total: no record, no form."""
+    head = b"\xc0\x0c" + wire.RR_HEAD.pack(wire.A, 1, 5, 4)
+    cuts = truncate.address_cuts(head, [], None, [], 0, truncate.Rotation(), truncate.A_BIT)
+    assert all(cuts.form(index, 10_000, 40) is None for index in range(truncate.ROTATIONS))
