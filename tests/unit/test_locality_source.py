@@ -248,3 +248,64 @@ def test_a_node_name_is_one_path_segment(clock: FakeClock) -> None:
                                lambda ops: None, Metrics(), clock)
     run_for(source.run(client), clock, 1)
     assert set(client.gets) == {"/api/v1/nodes/a%2Fb"}
+
+
+def test_a_failing_property_watch_backs_off_on_the_clock_and_counts_a_bad_item(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """The watch of the ClusterProperties fails (the connection drops): the reflector
+    says which resource, backs off on the injected clock and watches again; a listed
+    property without a name is counted invalid as a ClusterProperty, the good one kept."""
+    applied: list[list[Op]] = []
+    listed = {**PROPERTY_LIST, "items": [*PROPERTY_LIST["items"], {"metadata": {}}]}
+    client = Served({"/apis/about.k8s.io": [GROUP],
+                     "/apis/about.k8s.io/v1beta1": [RESOURCES],
+                     PROPERTIES: [listed]}, KubeError("connection reset"))
+    metrics = Metrics()
+    source = locality.Locality(Config(), applied.append, metrics, clock)
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.sources"):
+        run_for(source.run(client), clock, 2, turns=50)
+    # watched again after each back-off, taken on the injected clock
+    assert len(clock.sleeps) >= 2 and client.streams >= 2
+    assert [op for ops in applied for op in ops if isinstance(op, SetClusterId)] == \
+        [SetClusterId("east")]
+    assert metrics.registry.get_sample_value("clusterset_dns_invalid_objects_total",
+                                             {"kind": "ClusterProperty"}) == 1
+    assert "clusterproperties about.k8s.io/v1beta1: connection reset; retrying" in caplog.text
+    assert "a bug" not in caplog.text
+
+
+def test_a_bug_reading_the_node_is_said_with_the_node_name(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    client = Script({"/api/v1/nodes/n1": [ValueError("unforeseen"),
+                                          {"metadata": {"name": "n1"}}]})
+    applied: list[list[Op]] = []
+    source = locality.Locality(Config(cluster_id="east", topology_zone_from_node="n1"),
+                               applied.append, Metrics(), clock)
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.sources.locality"):
+        run_for(source.run(client), clock, 2)
+    assert "following Node n1 failed (a bug; please report it)" in caplog.text
+    assert applied == [[SetTopologyZone(None)]]  # then read again, and applied
+
+
+def test_a_bug_following_the_property_is_said_with_its_name(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    client = Script({"/apis/about.k8s.io": [ValueError("unforeseen")]})
+    source = locality.Locality(Config(), lambda ops: None, Metrics(), clock)
+    with caplog.at_level(logging.ERROR, logger="clusterset_dns.sources.locality"):
+        run_for(source.run(client), clock, 1)
+    assert "following the ClusterProperty failed (a bug; please report it)" in caplog.text
+
+
+@pytest.mark.parametrize("answer", [["not", "a", "node"], "text", None])
+def test_a_node_answer_that_is_not_an_object_is_no_zone_not_a_bug(
+        answer: Any, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """And a first failure is backed off by the source itself, not taken for a bug."""
+    client = Script({"/api/v1/nodes/n1": [KubeError("connection refused"), answer]})
+    applied: list[list[Op]] = []
+    source = locality.Locality(Config(cluster_id="east", topology_zone_from_node="n1"),
+                               applied.append, Metrics(), clock)
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.sources.locality"):
+        run_for(source.run(client), clock, 2)
+    assert applied == [[SetTopologyZone(None)]]
+    assert "a bug" not in caplog.text
+    assert 0 < clock.sleeps[0] < locality.NODE_RECHECK == clock.sleeps[1]
