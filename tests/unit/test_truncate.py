@@ -622,3 +622,11 @@ def test_address_cuts_of_no_address_keep_nothing() -> None:
     head = b"\xc0\x0c" + wire.RR_HEAD.pack(wire.A, 1, 5, 4)
     cuts = truncate.address_cuts(head, [], None, [], 0, truncate.Rotation(), truncate.A_BIT)
     assert all(cuts.form(index, 10_000, 40) is None for index in range(truncate.ROTATIONS))
+
+
+def test_no_form_when_not_even_one_record_fits() -> None:
+    """None (the handler then answers TC without records), not a form of no record."""
+    key, answer = _zone_answer([LONG, SHORT])
+    cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
+    assert cuts.form(0, _srv_size(LONG) - 1, 12 + len(key)) is None
+    assert cuts.form(0, _srv_size(LONG), 12 + len(key)) is not None
