@@ -630,3 +630,45 @@ def test_no_form_when_not_even_one_record_fits() -> None:
     cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
     assert cuts.form(0, _srv_size(LONG) - 1, 12 + len(key)) is None
     assert cuts.form(0, _srv_size(LONG), 12 + len(key)) is not None
+
+
+# (what, zone-file records, the records kept in plenty of room)
+GLUED = [
+    ("a target named again, then another", [SHORT, f"{Q} 5 IN SRV 0 1 81 a.{T}", LONG,
+                                            GLUE_A, GLUE_B],
+     [f"{Q} SRV 0 1 80 a.{T}", f"{Q} SRV 0 1 81 a.{T}", f"{Q} SRV 1 1 80 {'b' * 40}.{T}",
+      f"a.{T} A 10.0.0.1", f"{'b' * 40}.{T} A 10.0.0.2"]),
+    ("a target without an address, then one with", [SHORT, LONG, GLUE_B],
+     [f"{Q} SRV 0 1 80 a.{T}", f"{Q} SRV 1 1 80 {'b' * 40}.{T}",
+      f"{'b' * 40}.{T} A 10.0.0.2"]),
+]
+
+
+@pytest.mark.parametrize(("what", "lines", "kept"), GLUED, ids=[g[0] for g in GLUED])
+def test_every_kept_target_gets_its_glue(what: str, lines: list[str], kept: list[str]) -> None:
+    assert [k.lower() for k in _kept(lines, 10_000)] == [k.lower() for k in kept]
+
+
+def test_the_glue_of_a_target_too_big_is_left_and_the_next_kept() -> None:
+    """a's two addresses (32 bytes) do not fit in what is left, b's one (16) does."""
+    lines = [SHORT, LONG, GLUE_A, f"a.{T} 5 IN A 10.0.0.9", GLUE_B]
+    room = _srv_size(SHORT) + _srv_size(LONG) + A_16 + A_16 - 1
+    assert [k.lower() for k in _kept(lines, room)] == [
+        f"{Q} srv 0 1 80 a.{T}", f"{Q} srv 1 1 80 {'b' * 40}.{T}",
+        f"{'b' * 40}.{T} a 10.0.0.2"]
+
+
+@pytest.mark.parametrize(("shift", "glued"), [(-1, 1), (0, 1), (1, 0)])
+def test_glue_points_at_a_target_up_to_offset_0x3fff(shift: int, glued: int) -> None:
+    """A compression pointer has 14 bits: a target starting at 0x3FFF gets its glue (an
+    owner C0 FF FF... that is FF FF), one starting at 0x4000 cannot be pointed at."""
+    key, answer = _zone_answer([SHORT, GLUE_A])
+    cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
+    cuts.form(0, 10_000, 12 + len(key))  # read: target_at known
+    base = 0x3FFF - cuts.target_at[0] + shift
+    form = cuts.form(0, 10_000, base)
+    assert form is not None
+    assert int.from_bytes(form[0][0][8:10]) == glued  # ARCOUNT (the heads have no ID)
+    if glued:
+        assert form[1].endswith(wire.U16.pack(0xC000 | (0x3FFF + shift))
+                                + wire.RR_HEAD.pack(wire.A, 1, 5, 4) + bytes([10, 0, 0, 1]))
