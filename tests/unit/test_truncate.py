@@ -672,3 +672,28 @@ def test_glue_points_at_a_target_up_to_offset_0x3fff(shift: int, glued: int) -> 
     if glued:
         assert form[1].endswith(wire.U16.pack(0xC000 | (0x3FFF + shift))
                                 + wire.RR_HEAD.pack(wire.A, 1, 5, 4) + bytes([10, 0, 0, 1]))
+
+
+def test_srv_rotations_start_a_quarter_further_into_a_priority() -> None:
+    """Eight records of one priority: rotation r starts at record 2r, then wraps."""
+    lines = [f"{Q} 5 IN SRV 0 1 80 t{i}.{T}" for i in range(8)]
+    key, answer = _zone_answer(lines)
+    cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
+    for index in range(truncate.ROTATIONS):
+        form = cuts.form(index, 10_000, 12 + len(key))
+        assert form is not None
+        reply = decode(b"\x00\x00" + form[0][0] + key + form[1])
+        order = [rd.target.to_text() for rrset in reply.msg.answer for rd in rrset]
+        assert order == [f"t{(2 * index + i) % 8}.{T}" for i in range(8)]
+
+
+def test_the_forms_headers_stay_out_of_the_shared_table() -> None:
+    """Their counts follow the client's size: wire.heads' table (kept for good) must not
+    grow with every size asked; the forms' memory bounds them instead."""
+    key, answer = _zone_answer([SHORT, LONG, LATER, GLUE_A, GLUE_B])
+    cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
+    cuts.form(0, 10_000, 12 + len(key))
+    before = len(wire._heads_cache)
+    for room in range(_srv_size(SHORT), 400):
+        assert cuts.form(0, room, 12 + len(key)) is not None
+    assert len(wire._heads_cache) == before
