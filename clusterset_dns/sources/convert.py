@@ -304,30 +304,33 @@ def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-# Hints repeat across endpoints (every endpoint of a zone has the same): one object each.
+# Hints repeat across endpoints (every endpoint of a zone has the same): one object each,
+# found by the names as written (a tuple hashes in C; building the sets once per
+# distinct hint, not per endpoint, is most of the conversion's cost of hints).
 # Bounded, since objects choose them; starting over only costs the sharing.
 _HINTS_CAP = 4096
-_shared_hints: dict[Hints, Hints] = {}
+_shared_hints: dict[tuple[tuple[str, ...], tuple[str, ...]], Hints | None] = {}
+_UNSEEN = Hints()  # never stored: empty hints are stored as None
 
 
-def _hint_names(raw: Any, what: str) -> frozenset[str]:
+def _hint_names(raw: Any, what: str) -> tuple[str, ...]:
     """The names of ``hints.forZones`` or ``hints.forNodes``; raises InvalidObject for a
     list the API would refuse (not a list, over MAX_HINTS entries, an entry without a
     name), checked before reading it: a huge list costs nothing."""
     if raw is None:
-        return frozenset()
+        return ()
     if not isinstance(raw, list):
         raise InvalidObject(f"{what} is not a list")
     if len(raw) > MAX_HINTS:
         raise InvalidObject(f"{what} has {len(raw)} entries, more than {MAX_HINTS}")
-    found: set[str] = set()
+    found = []
     for item in raw:
         name = item.get("name") if _is_mapping(item) else None
-        if not isinstance(name, str) or not name or len(name) > MAX_HINT_NAME:
+        if type(name) is not str or not 0 < len(name) <= MAX_HINT_NAME:
             raise InvalidObject(f"{what} has an entry without a name of 1..{MAX_HINT_NAME} "
                                 "characters")
-        found.add(sys.intern(name))
-    return frozenset(found)
+        found.append(name)
+    return tuple(found)
 
 
 def _hints(raw: Any) -> Hints | None:
@@ -336,16 +339,18 @@ def _hints(raw: Any) -> Hints | None:
         return None
     if not _is_mapping(raw):
         raise InvalidObject("hints is not an object")
-    hints = Hints(_hint_names(raw.get("forZones"), "hints.forZones"),
-                  _hint_names(raw.get("forNodes"), "hints.forNodes"))
-    if not hints.zones and not hints.nodes:
-        return None
-    found = _shared_hints.get(hints)
-    if found is None:
-        if len(_shared_hints) >= _HINTS_CAP:
-            _shared_hints.clear()
-        _shared_hints[hints] = found = hints
-    return found
+    key = (_hint_names(raw.get("forZones"), "hints.forZones"),
+           _hint_names(raw.get("forNodes"), "hints.forNodes"))
+    hints = _shared_hints.get(key, _UNSEEN)
+    if hints is not _UNSEEN:
+        return hints
+    hints = None
+    if key[0] or key[1]:
+        hints = Hints(frozenset(map(sys.intern, key[0])), frozenset(map(sys.intern, key[1])))
+    if len(_shared_hints) >= _HINTS_CAP:
+        _shared_hints.clear()
+    _shared_hints[key] = hints
+    return hints
 
 
 def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, int] | None:

@@ -351,6 +351,11 @@ def test_explain_says_the_tier_and_whether_hints_or_fields_placed_it(full: bool)
     assert node["10.0.1.2"]["tierWhy"] == "on this server's node: hints.forNodes"
     assert node["10.0.1.1"]["tierWhy"] == \
         "the local cluster, elsewhere by hints.forNodes and hints.forZones"
+    rendered = explain.text(_account(cache_at("east", "zone-b", [near()],
+                                              hinted(z("zone-b"), z("zone-a"))), full))
+    assert "10.0.1.1: served (tier 0: in this server's zone: hints.forZones)" in rendered
+    assert "10.0.1.2 h-0: left out (tier 1: the local cluster, elsewhere by hints.forZones)" \
+        in rendered
     row = by_hints["10.0.1.1"]
     if full:  # the objects' own data: the fields and the hints
         assert (row["zone"], row["nodeName"], row["hints"]) == \
