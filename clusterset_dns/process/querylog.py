@@ -72,8 +72,10 @@ def name_text(data: bytes, offset: int) -> tuple[str, int] | None:
             if _PLAIN.fullmatch(joined) and joined.count(b".") == len(labels) - 1:
                 return joined.decode("ascii") + ".", offset + 1
             return "".join(_escaped(label) + "." for label in labels) or ".", offset + 1
-        if length > 63 or offset + 1 + length >= end:  # the root's byte must fit too
+        if length > 63:
             return None
+        # a label running up to or past ``end`` leaves no room for the root's byte: the
+        # loop ends on the next test, with None
         labels.append(data[offset + 1 : offset + 1 + length])
         offset += 1 + length
     return None
@@ -106,10 +108,10 @@ def rcode_and_ede(response: bytes) -> tuple[int, int | None]:
         if rtype == wire.OPT and root_owner:
             rcode |= (ttl >> 24) << 4
             at = offset + 11  # the root owner, then TYPE, CLASS, TTL, RDLENGTH
-            while at + 4 <= end:
+            while at + 6 <= end:  # room for an option's head and an INFO-CODE
                 code = (response[at] << 8) | response[at + 1]
                 length = (response[at + 2] << 8) | response[at + 3]
-                if code == wire.EDE_OPTION and length >= 2 and at + 6 <= end:
+                if code == wire.EDE_OPTION and length >= 2:
                     return rcode, (response[at + 4] << 8) | response[at + 5]
                 at += 4 + length
             return rcode, None
@@ -168,7 +170,7 @@ class QueryLog:
             name, at = question
             number = (query[at] << 8) | query[at + 1] if at + 2 <= len(query) else -1
             qtype = _TYPE_TEXT.get(number, f"TYPE{number}") if number >= 0 else "-"
-        host, port = (peer[0], peer[1]) if len(peer) >= 2 else ("", 0)
+        host, port = peer[0], peer[1]  # the transports give ("", 0) when they do not know
         client = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
         transport = "tcp" if tcp else "udp"
         text = rcode_text(rcode)
