@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from ipaddress import IPv4Address, ip_address
 from socket import AF_INET, inet_pton
-from typing import Any
+from typing import Any, TypeGuard
 
 from clusterset_dns.base import names
 from clusterset_dns.zone.model import (
@@ -120,11 +120,25 @@ def is_endpoint_slice(obj: Mapping[str, Any]) -> bool:
     return kind_of(obj) == "EndpointSlice" and obj.get("apiVersion") == SLICE_API_VERSION
 
 
-def _field(obj: Mapping[str, Any], name: str) -> Any:
-    for section in (obj.get("status"), obj, obj.get("spec")):
-        if isinstance(section, Mapping) and section.get(name) not in (None, "", []):
-            return section[name]
+def _sections(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Where a ServiceImport's fields are looked for, in order (see the module's
+    docstring): found once per object, not once per field."""
+    return [section for section in (obj.get("status"), obj, obj.get("spec"))
+            if _is_mapping(section)]
+
+
+def _field(sections: list[Mapping[str, Any]], name: str) -> Any:
+    """The first value of ``name`` in ``sections`` that is not null, "" or []."""
+    for section in sections:
+        value = section.get(name)
+        if value is not None and value != "" and value != []:
+            return value
     return None
+
+
+# ServiceImport types by their text: a dict look-up, where ServiceType(text) costs an
+# Enum call per object.
+_SERVICE_TYPES = {member.value: member for member in ServiceType}
 
 
 def _ip(raw: Any) -> IP | None:
@@ -185,13 +199,13 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     namespace, name = key_of(obj)
     _dns_label(namespace, "namespace")
     _dns_label(name, "name")
-    raw_type = _field(obj, "type")
-    try:
-        svc_type = ServiceType(raw_type)
-    except ValueError:
-        raise InvalidObject(f"type {raw_type!r} is neither ClusterSetIP nor Headless") from None
+    sections = _sections(obj)
+    raw_type = _field(sections, "type")
+    svc_type = _SERVICE_TYPES.get(raw_type) if isinstance(raw_type, str) else None
+    if svc_type is None:
+        raise InvalidObject(f"type {raw_type!r} is neither ClusterSetIP nor Headless")
     ips: list[IP] = []
-    raw_ips = _field(obj, "ips") or []
+    raw_ips = _field(sections, "ips") or []
     if not isinstance(raw_ips, list):
         raise InvalidObject("ips is not a list")
     for raw in raw_ips:
@@ -201,25 +215,25 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
             continue
         if ip not in ips:
             ips.append(ip)
-    traffic = _field(obj, "trafficDistribution")
+    traffic = _field(sections, "trafficDistribution")
     prefer = TRAFFIC_DISTRIBUTION.get(traffic, Prefer.NOTHING) if isinstance(traffic, str) \
         else Prefer.NOTHING
     unknown = None
     if traffic is not None and (not isinstance(traffic, str) or traffic not in
                                 TRAFFIC_DISTRIBUTION):
         unknown = traffic[:100] if isinstance(traffic, str) else repr(traffic)[:100]
-    slice_objects = _field(obj, SLICE_OBJECTS)
+    slice_objects = _field(sections, SLICE_OBJECTS)
     slice_objects = slice_objects if isinstance(slice_objects, str) else ""
     return ServiceImport(
         namespace=sys.intern(_lower(namespace)),
         name=sys.intern(_lower(name)),
         type=svc_type,
         ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
-        ports=_ports(_field(obj, "ports"), "ports", warn),
+        ports=_ports(_field(sections, "ports"), "ports", warn),
         prefer=prefer,
         unknown_traffic=unknown,
         slices_absent=slice_objects == SLICES_ABSENT,
-        conditions=_conditions(_field(obj, "conditions")),
+        conditions=_conditions(_field(sections, "conditions")),
         slice_objects=slice_objects[:MAX_CONDITION_TEXT],
         resource_version=resource_version(obj),
     )
@@ -299,7 +313,7 @@ def _hostname(raw: Any) -> str:
     return found
 
 
-def _is_mapping(value: Any) -> bool:
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
     # JSON gives dicts: the ABC check (a tenth of a slice's conversion) only for others.
     return type(value) is dict or isinstance(value, Mapping)
 
@@ -357,7 +371,10 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
     """One endpoint and its state (READY, SERVING: not ready but serving, DOWN:
     neither; absent ``ready`` = ready, absent ``serving`` = as ``ready``); None when it
     has no usable address."""
-    if not _is_mapping(raw):
+    # The common endpoint is taken without a call more than it needs (start-up converts
+    # a hundred thousand): JSON gives dicts, strings and lists, tested by their type
+    # first; anything else gets the full checks.
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise InvalidObject("not an object")
     conditions = raw.get("conditions")
     ready = READY
@@ -368,10 +385,16 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
         raise InvalidObject("addresses is not a list")
     addresses: list[IP] = []
     for text in raw_addresses:
-        ip = _ip(text)
-        if ip is None:
-            warn(f"endpoints[{index}]: address {text!r} does not parse, dropped")
-            continue
+        try:
+            # An IPv4 address as the API writes it; anything else (IPv6, spaces around
+            # it, not a string) takes _ip().
+            ip: IP = IPv4Address(inet_pton(AF_INET, text))
+        except (OSError, TypeError, ValueError, UnicodeError):
+            parsed = _ip(text)
+            if parsed is None:
+                warn(f"endpoints[{index}]: address {text!r} does not parse, dropped")
+                continue
+            ip = parsed
         if ip.version != family:
             warn(f"endpoints[{index}]: address {text!r} is not IPv{family} like its slice, "
                  "dropped")
@@ -379,7 +402,9 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
         addresses.append(ip)
     hostname = raw.get("hostname") or None
     if hostname is not None:
-        hostname = _hostname(hostname)
+        hostname = _hostnames.get(hostname) if type(hostname) is str else None
+        if hostname is None:
+            hostname = _hostname(raw.get("hostname"))
     zone = raw.get("zone")
     # Zones are compared, never put into names: any non-empty string will do.
     zone = sys.intern(zone) if isinstance(zone, str) and zone else None
@@ -432,6 +457,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     endpoints: list[Endpoint] = []
     serving: list[Endpoint] = []
     not_ready: list[Endpoint] = []
+    by_state = (endpoints, serving, not_ready)  # indexed by READY, SERVING, DOWN
     for i, raw in enumerate(raw_endpoints):
         try:
             found = _endpoint(raw, family, i, warn)
@@ -439,7 +465,7 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
             warn(f"endpoints[{i}] skipped: {exc}")
             continue
         if found is not None:
-            (endpoints, serving, not_ready)[found[1]].append(found[0])
+            by_state[found[1]].append(found[0])
     return EndpointSlice(
         namespace=sys.intern(_lower(namespace)),
         name=name,

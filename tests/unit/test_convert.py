@@ -125,7 +125,23 @@ INVALID_IMPORTS: list[tuple[str, Any]] = [
                                                                    "ips": "10.0.0.1"}}),
     ("ports-not-a-list", {**service_import("web"), "spec": {"type": "ClusterSetIP",
                                                             "ports": {"port": 80}}}),
+    ("type-not-a-string", {**service_import("web"), "spec": {"type": ["ClusterSetIP"]}}),
+    ("type-an-object", {**service_import("web"), "spec": {"type": {"ClusterSetIP": 1}}}),
+    ("type-a-member-name", service_import("web", type_="CLUSTER_SET_IP")),
+    # 0 is a value, not an empty one: it is read, and is not a list.
+    ("ports-zero", {**service_import("web"), "status": {"ports": 0},
+                    "spec": {"type": "ClusterSetIP", "ports": [{"port": 80}]}}),
 ]
+
+
+def test_empty_values_fall_through_to_the_next_layout() -> None:
+    """A field that is null, "" or [] in one place (status, root, spec, in that order)
+    is read from the next one."""
+    raw = {**service_import("web"), "status": {"type": "", "ips": [], "ports": None},
+           "ips": None, "ports": [],
+           "spec": {"type": "ClusterSetIP", "ips": ["10.0.0.1"], "ports": [{"port": 80}]}}
+    imp = convert.service_import(raw)
+    assert (imp.type, imp.ips, imp.ports) == (CSIP, ips("10.0.0.1"), (Port("", "tcp", 80),))
 
 
 @pytest.mark.parametrize("raw", [r for _, r in INVALID_IMPORTS],
@@ -301,6 +317,25 @@ def test_address_parsing_matches_ipaddress(text: str) -> None:
     found = convert._ip(text)
     assert found == expected
     assert type(found) is type(expected)
+
+
+@pytest.mark.parametrize("family", ["IPv4", "IPv6"])
+def test_endpoint_addresses_are_parsed_as_the_address_parser_does(family: str) -> None:
+    """An endpoint's addresses take a faster path for IPv4 text; what it keeps is exactly
+    what _ip() gives, of the slice's family, whatever the text (or not text)."""
+    texts: list[Any] = [*ADDRESS_TEXTS, 7, None, ["10.1.2.3"], {"ip": "10.1.2.3"}]
+    raw = endpoint_slice("s", "db", address_type=family,
+                         endpoints=[{"addresses": [text]} for text in texts])
+    warnings: list[str] = []
+    found = convert.endpoint_slice(raw, warnings.append)
+    assert found is not None
+    version = 4 if family == "IPv4" else 6
+    expected = [convert._ip(text) for text in texts]
+    kept = [(ip,) for ip in expected if ip is not None and ip.version == version]
+    assert [e.addresses for e in found.endpoints] == kept
+    assert all(type(a) is type(b) for e, (b,) in zip(found.endpoints, kept, strict=True)
+               for a in e.addresses)
+    assert len(warnings) == len(texts) - len(kept)  # each address dropped says so
 
 
 # -- status fields explain reads: endpointSliceObjects and conditions (every layout) ----------
