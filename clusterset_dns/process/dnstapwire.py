@@ -130,8 +130,8 @@ class Encoder:
         if not _VARINTS:
             _VARINTS.extend(varint(n) for n in range(_TABLE))
         self._pre = preamble_bytes + b"\x72"  # ... then the Message's length and bytes
-        self._sec = -1
-        self._sec_bytes = b""
+        # the last second written and its varint: always each other's (a time of 0 is 0)
+        self._sec, self._sec_bytes = 0, varint(0)
 
     @staticmethod
     def heads(head: bytes) -> tuple[bytes, bytes]:
