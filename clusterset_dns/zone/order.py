@@ -56,18 +56,16 @@ class Tiers:
         a level follows the hints when every one of them has hints of that level, as
         kube-proxy routes by hints only then (pkg/proxy/topology.go). One endpoint
         without them, and that level reads the fields of all, as without hints."""
-        nodes, zones, some = self.node is not None, self.zone is not None, False
+        nodes, zones = self.node is not None, self.zone is not None
         for endpoint in local:
             hints = endpoint.hints
             if hints is None:
                 return self
-            some = True
             nodes = nodes and bool(hints.nodes)
             zones = zones and bool(hints.zones)
             if not (nodes or zones):
                 return self
-        if not some:
-            return self
+        # (No local endpoint: the flags rank nothing.)
         return replace(self, node_hints=nodes, zone_hints=zones)
 
     def on_node(self, endpoint: Endpoint) -> bool:

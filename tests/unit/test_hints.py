@@ -38,6 +38,7 @@ from clusterset_dns.zone.model import (
     ServiceImport,
     ServiceType,
 )
+from clusterset_dns.zone.order import Tiers
 from clusterset_dns_testkit.objects import HTTP, endpoint, endpoint_slice, service_import
 
 from .helpers import ZONE
@@ -126,6 +127,13 @@ def test_records(zone: str | None, node: str | None, imp: dict[str, Any],
 
 # -- conversion: names only, bounded, bad hints cost only themselves ---------------------------
 
+@pytest.fixture(autouse=True)
+def _cold_hints() -> None:
+    """Every test converts with an empty table of shared hints: what it checks is
+    then worked out, never found from an earlier test."""
+    convert._shared_hints.clear()
+
+
 def _one(raw_hints: Any) -> tuple[Endpoint, list[str]]:
     raw = endpoint("10.0.0.1", zone="zone-a", node="node-1")
     raw["hints"] = raw_hints
@@ -145,6 +153,7 @@ def _one(raw_hints: Any) -> tuple[Endpoint, list[str]]:
     ({"forZones": [{"name": "zone-b", "other": 1}]}, {"zone-b"}, set()),  # names only
     ({"forZones": [{"name": "zone-b"}, {"name": "zone-b"}]}, {"zone-b"}, set()),
     ({"forZones": [{"name": "z" * 253}]}, {"z" * 253}, set()),
+    ({"forZones": [{"name": "a"}]}, {"a"}, set()),
 ])
 def test_hints_are_read(raw: Any, zones: set[str], nodes: set[str]) -> None:
     found, warnings = _one(raw)
@@ -167,7 +176,8 @@ def test_no_hints(raw: Any) -> None:
     ({"forZones": [{"name": f"zone-{i}"} for i in range(9)]},
      "hints.forZones has 9 entries, more than 8"),
     ({"forNodes": [{"name": "n"}] * 1_000_000}, "hints.forNodes has 1000000 entries"),
-    ({"forZones": [{"name": "zone-b"}, {}]}, "hints.forZones has an entry without a name"),
+    ({"forZones": [{"name": "zone-b"}, {}]},
+     "hints.forZones has an entry without a name of 1..253 characters"),
     ({"forZones": [{"name": ""}]}, "hints.forZones has an entry without a name"),
     ({"forZones": [{"name": 7}]}, "hints.forZones has an entry without a name"),
     ({"forZones": ["zone-b"]}, "hints.forZones has an entry without a name"),
@@ -190,6 +200,14 @@ def test_equal_hints_are_shared() -> None:
     assert piece is not None
     first = piece.endpoints[0].hints
     assert first is not None and all(e.hints is first for e in piece.endpoints)
+
+
+def test_the_table_of_shared_hints_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(convert, "_HINTS_CAP", 2)
+    for count, zone in ((1, "zone-a"), (2, "zone-b"), (1, "zone-c")):  # full: starts over
+        found, _ = _one({"forZones": [{"name": zone}]})
+        assert found.hints == Hints(frozenset({zone}))
+        assert len(convert._shared_hints) == count
 
 
 def test_bad_hints_change_no_other_answer() -> None:
@@ -364,3 +382,38 @@ def test_explain_says_the_tier_and_whether_hints_or_fields_placed_it(full: bool)
         assert not {"zone", "nodeName", "hints"} & row.keys()
         assert "zone-" not in repr(_account(cache_at("east", "zone-b", [near()],
                                                      hinted(z("zone-b"), z("zone-a"))), full))
+
+
+WHY_EP = Endpoint((ipaddress.IPv4Address("10.0.0.1"),), None, zone="zone-a", node="node-1",
+                  hints=Hints(frozenset({"zone-b"}), frozenset({"node-2"})))
+
+
+@pytest.mark.parametrize(("tiers", "local", "why"), [
+    (Tiers("east", "node-1", None), True, "on this server's node: nodeName"),
+    (Tiers("east", "node-2", None, node_hints=True), True,
+     "on this server's node: hints.forNodes"),
+    (Tiers("east", None, "zone-a"), True, "in this server's zone: zone"),
+    (Tiers("east", None, "zone-b", zone_hints=True), True,
+     "in this server's zone: hints.forZones"),
+    (Tiers("east", None, None), True, "the local cluster"),
+    (Tiers("east", "node-9", None), True, "the local cluster, elsewhere by nodeName"),
+    (Tiers("east", "node-9", "zone-9"), True, "the local cluster, elsewhere by nodeName and zone"),
+    (Tiers("east", "node-9", "zone-9", node_hints=True), True,
+     "the local cluster, elsewhere by hints.forNodes and zone"),
+    (Tiers("east", None, "zone-9", zone_hints=True), True,
+     "the local cluster, elsewhere by hints.forZones"),
+    (Tiers("east", "node-1", "zone-a"), False, "another cluster"),
+])
+def test_why_names_the_rule(tiers: Tiers, local: bool, why: str) -> None:
+    assert tiers.why(local, WHY_EP) == why
+
+
+def test_following_reads_only_complete_levels() -> None:
+    zone_only = Endpoint(WHY_EP.addresses, None, hints=Hints(frozenset({"zone-b"})))
+    tiers = Tiers("east", "node-1", "zone-a")
+    assert tiers.following([WHY_EP, zone_only]) == Tiers("east", "node-1", "zone-a",
+                                                         zone_hints=True)
+    assert tiers.following([WHY_EP, WHY_EP]) == Tiers("east", "node-1", "zone-a", True, True)
+    assert tiers.following([WHY_EP, replace(WHY_EP, hints=None)]) is tiers
+    assert Tiers("east", None, "zone-a").following([replace(WHY_EP, hints=Hints(
+        nodes=frozenset({"node-1"})))]) == Tiers("east", None, "zone-a")
