@@ -629,7 +629,11 @@ def test_no_form_when_not_even_one_record_fits() -> None:
     key, answer = _zone_answer([LONG, SHORT])
     cuts = truncate.srv_cuts(key, answer, truncate.Rotation())
     assert cuts.form(0, _srv_size(LONG) - 1, 12 + len(key)) is None
-    assert cuts.form(0, _srv_size(LONG), 12 + len(key)) is not None
+    form = cuts.form(0, _srv_size(LONG), 12 + len(key))
+    assert form is not None
+    # an authoritative response, truncated: QR, AA and TC in every header variant
+    flags = wire.QR | wire.AA | wire.TC
+    assert all(int.from_bytes(head[:2]) & ~(wire.RD | wire.CD) == flags for head in form[0])
 
 
 # (what, zone-file records, the records kept in plenty of room)
