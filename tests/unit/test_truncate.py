@@ -701,3 +701,25 @@ def test_the_forms_headers_stay_out_of_the_shared_table() -> None:
     for room in range(_srv_size(SHORT), 400):
         assert cuts.form(0, room, 12 + len(key)) is not None
     assert len(wire._heads_cache) == before
+
+
+@pytest.mark.parametrize("cleared", [False, True])
+def test_the_form_memory_holds_its_budget_to_the_byte(cleared: bool) -> None:
+    """Forms costing exactly the budget are all kept, fresh or after clear(); a byte more
+    and it starts over with the newest."""
+    form: truncate.Form = ((b"",), b"x" * 100)
+    cost = len(b"key") + 100 + truncate.FORM_OVERHEAD
+    memory = truncate.FormMemory(budget=3 * cost)
+    if cleared:
+        memory.put((b"key", 9, 9), form)
+        memory.clear()
+        assert (len(memory), memory.used) == (0, 0)
+    for room in range(3):
+        memory.put((b"key", 0, room), form)
+    assert (len(memory), memory.used) == (3, 3 * cost)
+    memory.put((b"key", 0, 3), form)
+    assert list(memory) == [(b"key", 0, 3)] and memory.used == cost
+
+
+def test_two_records_can_need_a_cut() -> None:
+    assert truncate.needs_cuts(33, 10_000, 2)
