@@ -417,3 +417,12 @@ def test_following_reads_only_complete_levels() -> None:
     assert tiers.following([WHY_EP, replace(WHY_EP, hints=None)]) is tiers
     assert Tiers("east", None, "zone-a").following([replace(WHY_EP, hints=Hints(
         nodes=frozenset({"node-1"})))]) == Tiers("east", None, "zone-a")
+
+
+def test_explain_gives_no_tier_to_a_clustersetip_import() -> None:
+    """A ClusterSetIP import answers with its IP whatever its trafficDistribution: its
+    endpoints (full account) have no tier."""
+    rows = _rows(_account(cache_at("east", "zone-b", [near(type_="ClusterSetIP")],
+                                   hinted(z("zone-b"), z("zone-a"))), True))
+    assert len(rows) == 3
+    assert not any("tier" in row or "tierWhy" in row for row in rows.values())
