@@ -426,3 +426,21 @@ def test_explain_gives_no_tier_to_a_clustersetip_import() -> None:
                                    hinted(z("zone-b"), z("zone-a"))), True))
     assert len(rows) == 3
     assert not any("tier" in row or "tierWhy" in row for row in rows.values())
+
+
+@pytest.mark.parametrize(("v6_hints", "a", "aaaa"), [
+    (True, "10.0.1.1", "fd00::1"),  # both families hinted: the hints
+    (False, "10.0.1.2", "fd00::2"),  # the IPv6 slice without: the fields, both families
+])
+def test_the_hints_check_spans_both_families(v6_hints: bool, a: str, aaaa: str) -> None:
+    def family(name: str, first: str, second: str, hints: bool) -> dict[str, Any]:
+        return endpoint_slice(name, "near", cluster="east", ports=[HTTP],
+                              address_type="IPv6" if ":" in first else "IPv4", endpoints=[
+            endpoint(first, zone="zone-a", for_zones=["zone-b"] if hints else None),
+            endpoint(second, zone="zone-b", for_zones=["zone-a"] if hints else None)])
+
+    pieces = [family("near-v4", "10.0.1.1", "10.0.1.2", True),
+              family("near-v6", "fd00::1", "fd00::2", v6_hints)]
+    lines = service_lines(cache_at("east", "zone-b", [near()], pieces))
+    assert [line.split()[-1] for line in lines if line.startswith(SVC)
+            and (" IN A " in line or " IN AAAA " in line)] == [a, aaaa]
