@@ -191,3 +191,51 @@ def test_a_weak_key_starts_with_a_warning(tmp_path: Path) -> None:
         killer.cancel()
         process.terminate()
         process.wait(30)
+
+
+# what each refusal of BAD says after "--transfer-tsig-key PATH: ", whole
+WHY = {
+    "empty secret": "the secret is empty (an unset value in a templated Secret?)",
+    "3-byte secret": "the secret is 3 bytes; at least 16 are needed (32 recommended: "
+                     "openssl rand -base64 32)",
+    "15-byte secret": "the secret is 15 bytes; at least 16 are needed (32 recommended: "
+                      "openssl rand -base64 32)",
+    "not base64": "the secret is not base64",
+    "not UTF-8": "not UTF-8 text",
+    "another algorithm": "want [hmac-sha256:]NAME:BASE64SECRET on one line (only "
+                         "HMAC-SHA256 is accepted)",
+    "empty name": "the key name is empty",
+    "bad name": "the key name 'a..b' is not a domain name: A DNS label is empty.",
+    "too large": "larger than 4096 bytes: not a key file",
+}
+
+
+@pytest.mark.parametrize(("what", "why"), WHY.items(), ids=list(WHY))
+def test_each_refusal_says_exactly_why(tmp_path: Path, what: str, why: str) -> None:
+    data = next(b[1] for b in BAD if b[0] == what)
+    path = tmp_path / "key"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as caught:
+        keyfile.load_key(path)
+    assert str(caught.value) == f"--transfer-tsig-key {path}: {why}"
+
+
+def test_a_file_that_is_not_regular_says_so_exactly(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        keyfile.load_key(tmp_path)
+    assert str(caught.value) == f"--transfer-tsig-key {tmp_path}: not a regular file"
+
+
+def test_blanks_around_each_part_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "key"
+    path.write_text(f" hmac-sha256 : xfr-key : {b64(32)} \n")
+    key = keyfile.load_key(path)
+    assert key.name.to_text() == "xfr-key." and len(key.secret) == 32
+
+
+def test_the_weakness_warning_says_exactly_why(tmp_path: Path) -> None:
+    path = tmp_path / "key"
+    path.write_text(f"xfr-key:{b64(20)}")
+    assert keyfile.weakness(keyfile.load_key(path)) == (
+        "the TSIG key's secret is 20 bytes, shorter than HMAC-SHA256's 32: use a longer one "
+        "(openssl rand -base64 32)")
