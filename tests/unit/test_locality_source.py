@@ -185,18 +185,22 @@ PROPERTY_LIST = {"kind": "ClusterPropertyList", "metadata": {"resourceVersion": 
                                          "resourceVersion": "7"}}]}
 
 
-def test_the_cluster_property_api_going_away_clears_the_cluster_id(clock: FakeClock) -> None:
+def test_the_cluster_property_api_going_away_clears_the_cluster_id(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     """Listed (the id is east), then the CRD is deleted: the watch gets 404, the id is
-    unknown again (every cluster's endpoints), and the API is looked for again."""
+    unknown again (every cluster's endpoints), and the API is looked for again; its
+    absence is said then (once), though it was served before."""
     applied: list[list[Op]] = []
     client = Served({"/apis/about.k8s.io": [GROUP, ApiError(404, "gone")],
                      "/apis/about.k8s.io/v1beta1": [RESOURCES],
                      PROPERTIES: [PROPERTY_LIST]}, ApiError(404, "the server could not find "
                                                           "the requested resource"))
     source = locality.Locality(Config(), applied.append, Metrics(), clock)
-    run_for(source.run(client), clock, 3, turns=50)  # the watch fails before it is silent
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.sources.locality"):
+        run_for(source.run(client), clock, 3, turns=50)  # the watch fails before it is silent
     ids = [op for ops in applied for op in ops if isinstance(op, SetClusterId)]
     assert ids == [SetClusterId("east"), SetClusterId(None)]
+    assert sum("no ClusterProperty API" in r.getMessage() for r in caplog.records) == 1
     assert client.streams == 1
     assert client.gets.count("/apis/about.k8s.io") >= 2  # looked for again
     assert locality.DISCOVER_INTERVAL in clock.sleeps
