@@ -37,7 +37,6 @@ from clusterset_dns.serving.observe import Observer, fan_out
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.sources import convert
-from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.transfers.journal import Journal
 from clusterset_dns.zone.cache import (
     Cache,
@@ -147,6 +146,9 @@ def make_source(config: Config, apply: Callable[[list[Op]], None], meters: metri
         meters.manifest_errors.labels(reason).inc()
 
     if config.manifests is not None:
+        # Imported here: a server watching the API never reads files (nor PyYAML).
+        from clusterset_dns.sources.manifests import ManifestSource
+
         extra = (api.split("/")[0] for api in config.serviceimport_apis)
         groups = frozenset({convert.GROUP, *extra})
         return ManifestSource(config.manifests, apply, config.poll_interval, groups,

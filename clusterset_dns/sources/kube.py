@@ -18,26 +18,83 @@ import importlib.util
 import json
 import logging
 import os
+import ssl
 import sys
 import types
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
-from yarl import URL
-
 log = logging.getLogger(__name__)
+
+
+class DeferredTrust(ssl.SSLContext):
+    """A default client context (what ``ssl.create_default_context()`` makes) that
+    loads the system's trusted CA certificates when it first wraps a connection,
+    not when it is made."""
+
+    _trusted = False
+
+    def _trust(self) -> None:
+        if not self._trusted:
+            self._trusted = True
+            self.load_default_certs(ssl.Purpose.SERVER_AUTH)
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> Any:
+        self._trust()
+        return super().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> Any:
+        self._trust()
+        return super().wrap_bio(*args, **kwargs)
+
+
+def _import_aiohttp() -> None:
+    """aiohttp makes its default verified context as it is imported, and loading the
+    system's CA certificates into it was the largest part of the import (about 40 ms
+    of start-up). It serves requests that bring no context of their own; every request
+    here brings kubernetes_asyncio's (the kubeconfig's or the service account's CA),
+    so that context, made while aiohttp is imported, loads them when first used, if
+    ever. Verification is the same: the context is the default one, certificates
+    and all, by the time it checks a peer."""
+    if "aiohttp" in sys.modules:
+        return  # imported already: its contexts are made
+    default: Callable[..., ssl.SSLContext] = ssl.create_default_context
+
+    def deferred(purpose: ssl.Purpose = ssl.Purpose.SERVER_AUTH, **kwargs: Any
+                 ) -> ssl.SSLContext:
+        if purpose != ssl.Purpose.SERVER_AUTH or any(v is not None for v in kwargs.values()):
+            return default(purpose, **kwargs)
+        # create_default_context() for a client, but for the certificates (the
+        # protocol turns on hostname checks and CERT_REQUIRED).
+        context = DeferredTrust(ssl.PROTOCOL_TLS_CLIENT)
+        keylog = os.environ.get("SSLKEYLOGFILE")
+        if keylog and not sys.flags.ignore_environment:
+            context.keylog_filename = keylog
+        return context
+
+    ssl.create_default_context = deferred
+    try:
+        import aiohttp  # noqa: F401
+    finally:
+        ssl.create_default_context = default
+
+
+_import_aiohttp()
+import aiohttp  # noqa: E402
+from aiohttp.helpers import get_env_proxy_for_url  # noqa: E402
+from yarl import URL  # noqa: E402
 
 # kubernetes_asyncio's package __init__ files import every generated API class and
 # model (about a thousand modules: 0.15 s and 34 MiB of a 165 MiB server at 110,000
 # endpoints), none of which this module uses: it needs the ApiClient, its
-# Configuration, ApiException and the two configuration loaders. When nothing has
-# imported the library yet, its three packages are registered as empty packages
-# (their directories, not their __init__ code) so that only those modules load.
-_LIGHT = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models")
+# Configuration, ApiException and the configuration loaders (the config package's
+# __init__ imports both, the kubeconfig one with PyYAML). When nothing has imported the
+# library yet, its four packages are registered as empty packages (their directories,
+# not their __init__ code) so that only those modules load.
+_LIGHT = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.models",
+          "kubernetes_asyncio.config")
 
 
 def _light_packages() -> None:
@@ -62,7 +119,9 @@ _client = sys.modules["kubernetes_asyncio.client"]
 if not hasattr(_client, "ApiClient"):  # the light package: the loaders import these names
     _client.ApiClient, _client.Configuration = ApiClient, Configuration  # type: ignore[attr-defined]
     _client.ApiException = ApiException  # type: ignore[attr-defined]
-from kubernetes_asyncio.config import incluster_config, kube_config  # noqa: E402
+# The kubeconfig loader (and PyYAML, which it reads kubeconfig files with) is imported
+# only when a kubeconfig is used: in a cluster, the service account is.
+from kubernetes_asyncio.config import incluster_config  # noqa: E402
 
 Params = Mapping[str, str | int | bool]
 
@@ -275,6 +334,7 @@ class KubeClient:
                                       or Path.home() / ".kube" / "config")
             if not path.is_file():  # the loader's own message would be about its content
                 raise KubeConfigError(f"kubeconfig {path}: no such file")
+            from kubernetes_asyncio.config import kube_config
             try:
                 await kube_config.load_kube_config(config_file=str(path), context=context,
                                                    client_configuration=configuration,
