@@ -140,7 +140,8 @@ def test_a_file_written_while_it_is_read_is_refused(tmp_path: Path,
     monkeypatch.setattr(keyfile.os, "read", torn_read)
     with pytest.raises(ConfigError, match="changed while it was read") as caught:
         keyfile.load_key(path)
-    assert "\n" not in str(caught.value)
+    assert str(caught.value) == (f"--transfer-tsig-key {path}: the file changed while it "
+                                 "was read; start again once it is written")
     monkeypatch.setattr(keyfile.os, "read", real_read)
     assert len(keyfile.load_key(path).secret) == 32
 
@@ -239,3 +240,51 @@ def test_the_weakness_warning_says_exactly_why(tmp_path: Path) -> None:
     assert keyfile.weakness(keyfile.load_key(path)) == (
         "the TSIG key's secret is 20 bytes, shorter than HMAC-SHA256's 32: use a longer one "
         "(openssl rand -base64 32)")
+
+
+class Trickle:
+    """os.read as a slow file system may do it: at most ``chunk`` bytes a call, however
+    many are asked; counts what it hands out."""
+
+    def __init__(self, chunk: int) -> None:
+        self.chunk = chunk
+        self.given = 0
+        self.real = os.read
+
+    def __call__(self, fd: int, size: int) -> bytes:
+        data = self.real(fd, min(size, self.chunk))
+        self.given += len(data)
+        return data
+
+
+@pytest.mark.parametrize("chunk", [1000, 4096])
+def test_short_reads_are_joined_and_bounded(tmp_path: Path, chunk: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read may return less than asked: the pieces make the whole key; the largest file
+    still loads, one byte more is still "larger", and a big file is read no further
+    than MAX_BYTES + 1."""
+    line = f"xfr-key:{b64(32)}".encode()
+    path = tmp_path / "key"
+    trickle = Trickle(chunk)
+    monkeypatch.setattr(keyfile.os, "read", trickle)
+    path.write_bytes(line + b" " * (keyfile.MAX_BYTES - len(line)))
+    assert len(keyfile.load_key(path).secret) == 32
+    for size in (keyfile.MAX_BYTES + 1, 3 * keyfile.MAX_BYTES):
+        path.write_bytes(line + b" " * (size - len(line)))
+        trickle.given = 0
+        with pytest.raises(ConfigError) as caught:
+            keyfile.load_key(path)
+        assert str(caught.value) == (f"--transfer-tsig-key {path}: larger than "
+                                     f"{keyfile.MAX_BYTES} bytes: not a key file")
+        assert trickle.given == keyfile.MAX_BYTES + 1
+
+
+def test_an_error_without_a_text_is_named_by_its_type(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object) -> int:
+        raise PermissionError  # no errno, no text
+
+    monkeypatch.setattr(keyfile.os, "open", refuse)
+    with pytest.raises(ConfigError) as caught:
+        keyfile.load_key(tmp_path / "key")
+    assert str(caught.value) == f"--transfer-tsig-key {tmp_path / 'key'}: PermissionError"
