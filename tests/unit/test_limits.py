@@ -1,11 +1,14 @@
-"""transfers/limits.RateLimit on the injected clock: each bucket's burst to the request,
-its refill to the token, the table of sources bounded to the entry. (Turns is driven by
-the transfers in test_xfr_limits.py.)"""
+"""transfers/limits: RateLimit on the injected clock (each bucket's burst to the request,
+its refill to the token, the table of sources bounded to the entry) and Turns counted in
+iterations of the event loop (one step an iteration, first come first served)."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+
 from clusterset_dns.transfers import limits
-from clusterset_dns.transfers.limits import RateLimit
+from clusterset_dns.transfers.limits import RateLimit, Turns
 
 from .fakeclock import FakeClock
 
@@ -72,3 +75,56 @@ def test_the_table_of_sources_holds_max_sources_then_starts_over() -> None:
     assert set(limit.sources) == {"one more"}
     # started over: an old source has a full bucket again (the total still holds)
     assert allowed(limit, "s0", 25) == 20
+
+
+def run_steps(names: str, cancel: str = "", later: str = "") -> list[tuple[str, int]]:
+    """Tasks ``names`` each take one turn, all asked in the same iteration (``cancel``:
+    cancelled after the first iteration, while waiting; ``later``: asked once the others
+    are done). Returns (name, the loop iteration its step ran in), the loop bounded to a
+    number of iterations."""
+    async def main() -> list[tuple[str, int]]:
+        turns = Turns()
+        ran: list[tuple[str, int]] = []
+        tick = [0]
+
+        async def step(name: str) -> None:
+            await turns.turn()
+            ran.append((name, tick[0]))
+
+        tasks = [asyncio.ensure_future(step(name)) for name in names]
+        for _ in range(50):
+            await asyncio.sleep(0)
+            tick[0] += 1
+            if tick[0] == 1:
+                for name in cancel:
+                    tasks[names.index(name)].cancel()
+        for name in later:
+            tasks.append(asyncio.ensure_future(step(name)))
+            for _ in range(3):
+                await asyncio.sleep(0)
+                tick[0] += 1
+        assert all(task.done() for task in tasks)
+        assert not turns.waiters
+        return ran
+
+    return asyncio.run(main())
+
+
+def test_turns_give_one_step_an_iteration_first_come_first_served() -> None:
+    ran = run_steps("abcd")
+    assert [name for name, _ in ran] == list("abcd")
+    ticks = [tick for _, tick in ran]
+    assert ticks[0] == 0 and all(b > a for a, b in itertools.pairwise(ticks))
+
+
+def test_a_cancelled_waiter_is_skipped() -> None:
+    ran = run_steps("abcd", cancel="b")
+    assert [name for name, _ in ran] == ["a", "c", "d"]
+    ticks = dict(ran)
+    assert ticks["a"] < ticks["c"] < ticks["d"]
+
+
+def test_once_every_step_ran_the_next_turn_is_free_at_once() -> None:
+    ran = run_steps("ab", later="c")
+    assert [name for name, _ in ran] == ["a", "b", "c"]
+    assert ran[2][1] == 50  # in the iteration it was asked in
