@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -42,7 +43,9 @@ def cluster() -> Iterator[Cluster]:
             print("cluster: left running; clean up with "
                   "`python3 -m clusterset_dns_testkit.cluster down`")
         else:
+            t0 = time.monotonic()
             c.close()
+            print(f"cluster: closed and cleaned up in {time.monotonic() - t0:.0f}s")
             # the machine as it was: no bridge, chain, rule or directory, forwarding restored
             assert (leftovers(), _forwarding()) == ([], forwarding)
 

@@ -270,3 +270,15 @@ def test_client_pod_reads_why_an_answer_is_empty(
     finally:
         cluster.kubectl("-n", "conf", "delete", "serviceimports.multicluster.x-k8s.io",
                         "ede-v4", "ede-wait", "--ignore-not-found")
+
+
+def test_cluster_coredns_forwarding_to_the_ipv6_cluster_ip(
+        cluster: Cluster, client: Client, forward_target: Installed) -> None:
+    """The README's CoreDNS edit where `.spec.clusterIP` is the IPv6 one (an IPv6-first
+    or IPv6-only cluster): CoreDNS forwards (and health-checks) over IPv6, an IPv6
+    client asks it. Last here: CoreDNS is left forwarding over IPv6."""
+    v6 = service_ips(cluster, "clusterset-dns")[1]
+    patch_coredns(cluster, v6)
+    corefile = cluster.kubectl_json("-n", NS, "get", "configmap", "coredns")["data"]["Corefile"]
+    assert f"forward . {v6}\n" in corefile
+    assert answers_failing(client, [CLUSTER_DNS_IP6], EXPECTED + EXPECTED_DUAL_STACK) == []
