@@ -32,6 +32,9 @@ RESULTS = ROOT / "docs" / "mutation" / "results.json"
 EQUIVALENT = ROOT / "docs" / "mutation" / "equivalent.json"
 DOC = ROOT / "docs" / "testing.md"
 PACKAGES = ("zone", "base", "serving", "sources", "transfers", "process")
+# Copied beside the server for the unit tests: the test kit, and the files some tests
+# read (the examples' manifests, a page of the docs)
+DATA = ("clusterset_dns_testkit", "examples", "docs")
 BEGIN = "<!-- mutation table: made by scripts/mutate --table from docs/mutation; do not edit -->"
 END = "<!-- end of the mutation table -->"
 
@@ -121,12 +124,12 @@ def prepare(paths: Sequence[str], tests: Sequence[str]) -> None:
     """The scratch tree: this checkout's server, test kit and unit tests, and a
     pyproject.toml telling mutmut what to mutate and which tests judge it."""
     WORK.mkdir(exist_ok=True)
-    for name in ("clusterset_dns", "clusterset_dns_testkit", "tests"):
+    for name in ("clusterset_dns", "tests", *DATA):
         shutil.rmtree(WORK / name, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "clusterset_dns", WORK / "clusterset_dns", ignore=ignore)
-    shutil.copytree(ROOT / "clusterset_dns_testkit", WORK / "clusterset_dns_testkit",
-                    ignore=ignore)
+    for name in DATA:
+        shutil.copytree(ROOT / name, WORK / name, ignore=ignore)
     shutil.copytree(ROOT / "tests" / "unit", WORK / "tests" / "unit", ignore=ignore)
     # mutmut keeps a verdict while its function is unchanged, whatever the tests became:
     # here verdicts are kept only while the code and the tests are exactly as they were
@@ -147,7 +150,7 @@ def prepare(paths: Sequence[str], tests: Sequence[str]) -> None:
 [tool.mutmut]
 source_paths = ["clusterset_dns"]
 only_mutate = {_toml_list(paths)}
-also_copy = ["clusterset_dns_testkit"]
+also_copy = {_toml_list(DATA)}
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = {_toml_list(tests)}
 """

@@ -99,16 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
         for command in meta["commands"]:
             # Values stay text here (default None = not given); _to_config parses them,
             # so a flag and its environment variable go through the same code.
+            text = f"{_help(f, command)} [env {env_name(f)}]"
             if meta["switch"]:  # a flag without a value: on when given
                 subs[command].add_argument(
                     flag_name(f), dest=f.name, default=None, action="store_const",
-                    const="true", help=f"{_help(f, command)} [env {env_name(f)}]")
+                    const="true", help=text)
                 continue
             subs[command].add_argument(
                 flag_name(f), dest=f.name, default=None,
                 action="append" if meta["repeat"] else "store",
                 choices=meta["choices"], metavar=meta["metavar"],
-                help=f"{_help(f, command)} [env {env_name(f)}]{_shown(f.default)}")
+                help=text + _shown(f.default))
     return parser
 
 
@@ -119,7 +120,7 @@ def to_config(args: argparse.Namespace, environ: dict[str, str] | None = None) -
     for f in _FIELDS:
         if args.command not in f.metadata["commands"]:
             continue
-        given = getattr(args, f.name, None)
+        given = getattr(args, f.name)  # every flag of the command is there (None: not given)
         if given is not None:
             items = given if f.metadata["repeat"] else [given]
             parsed = [_parse(f, item, flag_name(f)) for item in items]
