@@ -95,3 +95,22 @@ def test_a_module_no_test_imports_is_judged_by_the_tests_of_its_importers(
 def test_survivors_in_log_calls_are_told_apart() -> None:
     source = 'def f(x):\n    log.info("a %s",\n             x)\n    return x\n'
     assert mutation.log_call_lines(source) == {2, 3}
+
+
+def test_a_class_reached_through_an_importer_brings_its_tests(tmp_path: Path) -> None:
+    """sink.py's Sink is tested as app.Sink too: those tests judge sink.py's mutants
+    beside the direct importers'; a test of app that does not name the class does not."""
+    source = tmp_path / "clusterset_dns"
+    (source / "process").mkdir(parents=True)
+    (source / "process" / "sink.py").write_text("class Sink:\n    pass\n\n\ndef helper():\n"
+                                                "    pass\n")
+    (source / "process" / "app.py").write_text("from clusterset_dns.process.sink import Sink\n")
+    tests = tmp_path / "unit"
+    tests.mkdir()
+    (tests / "test_sink.py").write_text("from clusterset_dns.process import sink\n")
+    (tests / "test_pacing.py").write_text("from clusterset_dns.process import app\n"
+                                          "s = app.Sink()\n")
+    (tests / "test_app.py").write_text("from clusterset_dns.process import app\n"
+                                       "app.helper()\napp.Sinks()\n")
+    found = mutation.covering_tests(["clusterset_dns/process/sink.py"], tests, source)
+    assert [Path(p).name for p in found] == ["test_pacing.py", "test_sink.py"]
