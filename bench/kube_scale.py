@@ -9,9 +9,12 @@
    ``--imports`` ClusterSetIP ServiceImports and ``--headless`` headless ones with
    ``--endpoints`` endpoints each (one EndpointSlice of at most 100 endpoints per
    cluster and 100 endpoints).
-2. Start-up: starts clusterset-dns with --kubeconfig and measures the time from
+2. Start-up: once the API server is quiet (less than a tenth of a core for a second,
+   waited for at most a minute: it goes on working after the load), starts
+   clusterset-dns with --kubeconfig and measures the time from
    process start to /ready (and to the first correct answer), its RSS, and the
-   same for CoreDNS (kubernetes plugin with multicluster) with ``--coredns``.
+   same for CoreDNS (kubernetes plugin with multicluster) with ``--coredns``
+   (after propagation, on a quiet API server again).
 3. Propagation: ``--updates`` writes, at ``--rate`` writes per second, each
    giving one ServiceImport a new IP; for each, the time from the start of the
    API write until a DNS query over UDP sees the new IP (polled every 0.5 ms).
@@ -43,6 +46,7 @@ from clusterset_dns_testkit.bench.apiload import (
     api_memory_mib,
     load,
     propagation,
+    settle,
     start_coredns,
     start_ours,
 )
@@ -72,6 +76,7 @@ def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any
         print(f"loaded {args.imports + args.headless} imports, "
               f"{args.headless * args.endpoints} endpoints in {results['load_s']:.1f}s; "
               f"kube-apiserver + etcd {results['apiserver_etcd_rss_mib']:.0f} MiB", flush=True)
+        results["settle_s"] = [settle(api)]  # each server starts on a quiet API server
         proc, port, ours = start_ours(api, args)
         results["clusterset_dns"] = ours
         print(f"clusterset-dns: {ours}", flush=True)
@@ -82,6 +87,7 @@ def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any
             proc.terminate()
             proc.wait(10)
         if args.coredns:
+            results["settle_s"].append(settle(api))
             coredns, theirs = start_coredns(api, args)
             coredns.close()
             results["coredns"] = theirs

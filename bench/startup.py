@@ -9,7 +9,8 @@ starts each server in turn, ``--rounds`` times, interleaved (so a slower moment 
 the machine hits every server alike): every ``--checkout`` (default: this one)
 with ``python -m clusterset_dns serve --kubeconfig ...`` run from that directory,
 and CoreDNS (the ``kubernetes`` plugin with ``multicluster``) with ``--coredns``.
-For each start: seconds from process start to ``/ready`` (ours), to the first
+Each start waits for a quiet API server (``apiload.settle``). For each start:
+seconds from process start to ``/ready`` (ours), to the first
 correct answer for the last import (both), the resident size after it, and our
 process's CPU seconds at ``/ready``. Prints one line per start, then the medians.
 
@@ -74,6 +75,7 @@ def main() -> int:
               f"{args.headless * args.endpoints} endpoints in {loaded:.1f}s", flush=True)
         for round_ in range(args.rounds):
             for server in servers:
+                apiload.settle(api)  # every start finds the API server as quiet
                 figures = (start_coredns(api, args) if server == "coredns"
                            else start_checkout(api, args, Path(server)))
                 results[server].append(figures)

@@ -132,6 +132,29 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def settle(api: KubeAPI, quiet: float = 0.1, window: float = 1.0, limit: float = 60.0,
+           cpu: Callable[[int], float] = cpu_seconds,
+           clock: Callable[[], float] = time.monotonic,
+           sleep: Callable[[float], None] = time.sleep) -> float:
+    """Waits until kube-apiserver and etcd together use less than ``quiet`` of a core
+    over ``window`` seconds, at most ``limit`` seconds; returns the seconds waited.
+
+    After the objects are written (and after a server stops: its watches end), the
+    API server goes on working for seconds (its garbage collection, etcd's), on the
+    core a starting server lists from: a server started at once found it busier than
+    one started later, so every start waits for this first."""
+    pids = [p.pid for p in (api.apiserver, api.etcd) if p is not None]
+    start = clock()
+    before = sum(cpu(pid) for pid in pids)
+    while clock() - start < limit:
+        sleep(window)
+        now = sum(cpu(pid) for pid in pids)
+        if now - before < quiet * window:
+            break
+        before = now
+    return clock() - start
+
+
 def start_ours(api: KubeAPI, args: argparse.Namespace, checkout: Path = REPO
                ) -> tuple[subprocess.Popen[bytes], int, dict[str, float]]:
     """Starts ``checkout``'s clusterset-dns against ``api``; returns when it answers the
