@@ -107,3 +107,26 @@ def test_a_server_watching_the_api_in_a_cluster_imports_no_yaml() -> None:
               "assert 'clusterset_dns.sources.manifests' in sys.modules\n"
               "print('ok')")
     assert out == "ok"
+
+
+def test_the_service_account_is_read_without_the_kubeconfig_loader(tmp_path: Path) -> None:
+    """In a cluster (KUBERNETES_SERVICE_HOST set, no --kubeconfig) the client is made
+    from the service account's files by the in-cluster loader alone, from the light
+    config package: neither the kubeconfig loader nor PyYAML is imported."""
+    token = tmp_path / "token"
+    token.write_text("a-token\n")
+    out = run("import asyncio, os, sys, certifi\n"
+              "os.environ['KUBERNETES_SERVICE_HOST'] = '127.0.0.1'\n"
+              "os.environ['KUBERNETES_SERVICE_PORT'] = '6443'\n"
+              "import clusterset_dns.sources.kube as k\n"
+              f"k.incluster_config.SERVICE_TOKEN_FILENAME = {str(token)!r}\n"
+              "k.incluster_config.SERVICE_CERT_FILENAME = certifi.where()\n"
+              "async def main():\n"
+              "    client = await k.KubeClient.connect(None, None)\n"
+              "    config = client._api.configuration\n"
+              "    print(config.host, config.api_key['BearerToken'])\n"
+              "    await client.close()\n"
+              "asyncio.run(main())\n"
+              "assert 'kubernetes_asyncio.config.kube_config' not in sys.modules\n"
+              "assert 'yaml' not in sys.modules\n")
+    assert out == "https://127.0.0.1:6443 Bearer a-token"
