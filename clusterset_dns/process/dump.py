@@ -21,7 +21,7 @@ def zone_lines(cache: Cache) -> list[str]:
     together), then by the rest of the line. Owners are worked out once each: most
     records share theirs with others (SRV sets, glue)."""
     by_owner: dict[bytes, set[str]] = {}
-    for record in rrs.zone_records(cache.zone.answers):
+    for record in rrs.zone_records(cache.zone.every_answer()):
         by_owner.setdefault(record.owner, set()).add(rrs.data_text(record))
     owners = sorted((tuple(reversed(text.rstrip(".").split("."))), text, owner)
                     for owner in by_owner for text in (names.wire_to_text(owner),))

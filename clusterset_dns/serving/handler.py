@@ -160,7 +160,7 @@ class Handler:
         if ede is None:
             if exists and key[-4] == 0 and key[-3] in (wire.A, wire.AAAA):
                 other, text = OTHER_FAMILY[key[-3]]
-                if name + struct.pack("!HH", other, wire.CLASS_IN) in zone.answers:
+                if zone.has(name + struct.pack("!HH", other, wire.CLASS_IN)):
                     ede = text
             if ede is None:
                 if zone.synced:
@@ -262,7 +262,11 @@ class Handler:
         well-formed IN question, ANY, a transfer, outside the zone, or not synced yet).
         What it finds is remembered in ``zone.negatives``, so that the same miss costs
         one look-up next time (a typo repeated by every client's retries and search
-        list)."""
+        list). An endpoint name of the zone's compact index gets its answer, encoded
+        now and remembered there alike (bounded and emptied with them)."""
+        ans = self.zone.cold(key)
+        if ans is not None:
+            return self._remember(key, ans)
         size = len(key)
         if size < 5 or key[size - 2 :] != b"\x00\x01":
             return None  # malformed, or a class other than IN
@@ -282,7 +286,9 @@ class Handler:
             return None
         if ans is None:
             return None  # not before the first serial (never, once Cache is built)
-        ans = self._why(ans, key, name, exists)
+        return self._remember(key, self._why(ans, key, name, exists))
+
+    def _remember(self, key: bytes, ans: Answer) -> Answer:
         negatives = self.negatives
         if len(negatives) >= NEGATIVES_CAP:
             # Full (a flood of random names): start over, so that what is asked now
@@ -345,7 +351,7 @@ class Handler:
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
             return self._error(qid, request_bits, wire.REFUSED, question, edns, tcp=tcp)
         zone = self.zone
-        ans = self.answers.get(question.lower())
+        ans = self.answers.get(question.lower()) or zone.cold(question.lower())
         if ans is None:
             name = question[:-4].lower()
             state = zone.lookup(name)

@@ -4,7 +4,7 @@ names compressed; and the error answers without records.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from clusterset_dns.zone import rrs, wire
 
@@ -93,14 +93,14 @@ class MessageWriter:
         self.count += 1
         return done
 
-    def add_rrsets(self, keys: list[bytes], answers: list[wire.Answer]) -> Iterator[bytes]:
-        """Adds the answer-section records of every stored answer (``answers[i]``
-        answers question ``keys[i]``; the SOA's are left out); yields each message this
-        finishes, and b"" every CHUNK answers (the caller may pause there)."""
+    def add_rrsets(self, pairs: Iterable[tuple[bytes, wire.Answer]]) -> Iterator[bytes]:
+        """Adds the answer-section records of every (question key, stored answer) of
+        ``pairs`` (the SOA's are left out); yields each message this finishes, and b""
+        every CHUNK answers (the caller may pause there)."""
         table: dict[bytes, int] = self.table
         parts = self.parts
         limit, reach, owner_pointer = self.limit, _REACH, _OWNER
-        for n, (key, answer) in enumerate(zip(keys, answers, strict=True), 1):
+        for n, (key, answer) in enumerate(pairs, 1):
             if not n % CHUNK:
                 yield b""
             rtype = key[-4] << 8 | key[-3]

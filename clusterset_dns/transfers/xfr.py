@@ -251,7 +251,7 @@ class Transfers:
         records: list[rrs.Record]
         if diffs is None:
             # AXFR form: only a zone of a few records could fit (never a snapshot here).
-            if len(self.zone.answers) * MIN_RECORD > room:
+            if self.zone.count() * MIN_RECORD > room:
                 return self._udp_truncated(query)
             records = [soa, *zonedata.take(self.zone).records(), soa]
         elif not diffs:
@@ -402,7 +402,7 @@ class Transfers:
         ctx: Any = None
         for count, record in enumerate(records, 1):
             if isinstance(record, Snapshot):
-                for finished in writer.add_rrsets(record.keys, record.answers):
+                for finished in writer.add_rrsets(record.pairs()):
                     if finished:
                         finished, ctx = self._sign(finished, query, ctx)
                     yield finished

@@ -7,15 +7,18 @@ messages never sees a later change. Transfers of one version of the zone share
 its snapshot (see :mod:`xfr`). A transfer sends the answer sections of the
 stored answers (copied, or decoded by :mod:`rrs`) as it goes, so it carries
 exactly the records ``dump`` prints, and a large zone is never decoded at once.
+The endpoint names of the compact index (``Zone.hosts``) are kept as its pairs
+(an inner dict is replaced, never changed, by an update) and encoded as they
+are sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clusterset_dns.zone import rrs, wire
-from clusterset_dns.zone.table import Zone
+from clusterset_dns.zone.table import Zone, host_answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +28,18 @@ class Snapshot:
     keys: list[bytes]
     answers: list[wire.Answer]
     generation: int  # Zone.generation when taken
+    hosts: list[tuple[bytes, dict[bytes, bytes]]] = field(default_factory=list)
+    address_heads: dict[int, bytes] = field(default_factory=dict)
+
+    def pairs(self) -> Iterator[tuple[bytes, wire.Answer]]:
+        """Every (question key, answer) of the zone, the SOA's included; the endpoint
+        names of the compact index encoded as they come."""
+        yield from zip(self.keys, self.answers, strict=True)
+        yield from host_answers(self.hosts, self.address_heads)
 
     def records(self) -> Iterator[rrs.Record]:
         """Every record of the zone but the SOA, grouped by RRset."""
-        for key, answer in zip(self.keys, self.answers, strict=True):
+        for key, answer in self.pairs():
             if key[-4:-2] == _SOA_TYPE:
                 continue
             yield from rrs.answer_records(key, answer)
@@ -49,4 +60,4 @@ def soa(zone: Zone) -> rrs.Record:
 def take(zone: Zone) -> Snapshot:
     answers = zone.answers
     return Snapshot(zone.serial, soa(zone), list(answers), list(answers.values()),
-                    zone.generation)
+                    zone.generation, list(zone.hosts.items()), zone.address_heads)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 from clusterset_dns.base.clock import SYSTEM
 from clusterset_dns.base.names import ZoneNames, to_wire
-from clusterset_dns.zone import delta, serials, wire
+from clusterset_dns.zone import delta, serials, table, wire
 from clusterset_dns.zone.admission import Admission
 from clusterset_dns.zone.model import (
     IP,
@@ -85,7 +85,7 @@ class Cache:
                  serve_terminating: bool = False,
                  clock: Callable[[], float] = SYSTEM.time,
                  on_change: Callable[[int, int, list[Change] | None], None] | None = None,
-                 record_programming: bool = False) -> None:
+                 record_programming: bool = False, lazy: bool = True) -> None:
         """``log_rejected=False``: a worker process, whose parent already logged what
         the same update rejected (the result still reports it). ``cluster_id`` and
         ``topology_zone``: where the server runs, as configured (changed later by ops);
@@ -108,7 +108,11 @@ class Cache:
         # preference): their value, for the metric; each is logged once.
         self.unknown_traffic: dict[ObjectKey, str] = {}
         self.names = zone_names
-        self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer)
+        self.zone = Zone(apex_wire=to_wire(zone_names.apex), any_answer=self.builder.any_answer,
+                         address_heads=self.builder.address_heads)
+        # Endpoint names with one address answered on first use (Zone.hosts); False:
+        # every answer encoded at update time (tests compare the two).
+        self.lazy = lazy
         self.imports: dict[ObjectKey, ServiceImport] = {}
         self.slices: dict[ObjectKey, EndpointSlice] = {}
         self._slices_of: dict[ObjectKey, dict[ObjectKey, EndpointSlice]] = {}
@@ -353,6 +357,13 @@ class Cache:
             self._built[service] = (delta.all_keys(state), *footprint[1:])
         built = Built()
         if imp is not None:
+            # A large Headless service that may be updated by difference from now on
+            # (delta.py keeps its endpoint names' answers encoded) is built whole.
+            self.builder.lazy = self.lazy and not (
+                self._may_start and self.incremental_min is not None
+                and imp.type is ServiceType.HEADLESS
+                and sum(len(piece.endpoints) for piece in self._slices_of.get(service, {})
+                        .values()) >= self.incremental_min)
             built = self.builder.service(imp, self._slices_of.get(service, {}).values(),
                                          self.rejected_texts(service))
         else:
@@ -417,7 +428,7 @@ class Cache:
         for name in footprint[2]:
             explained.pop(name, None)
         explained.update(diff.explained)
-        self._built[service] = (footprint[0], footprint[1], tuple(diff.explained))
+        self._built[service] = (footprint[0], footprint[1], tuple(diff.explained), footprint[3])
         self._headless[service] = state
         self.states[service] = SERVED
         return True
@@ -452,19 +463,18 @@ class Cache:
             for name in old[2]:
                 explained.pop(name, None)
         explained.update(new.explained)
+        hosts = self.zone.hosts
+        if old is not None:
+            for parent in old[3]:
+                del hosts[parent]
+        hosts.update(new.hosts)
         # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
-        return tuple(new.answers), empty, tuple(new.explained)
+        return tuple(new.answers), empty, tuple(new.explained), tuple(new.hosts)
 
     def _note_changes(self, old: Footprint | None, new: Built) -> None:
-        answers, changes = self.zone.answers, self._changes
-        old_keys = old[0] if old is not None else ()
-        for key in old_keys:
-            before, after = answers[key], new.answers.get(key)
-            if after is None or after.body != before.body or after.heads[0] != before.heads[0]:
-                changes.append((key, before, after))
-        kept = set(old_keys)
-        changes.extend((key, None, answer) for key, answer in new.answers.items()
-                       if key not in kept)
+        self._changes.extend(table.changes(self.zone, old[0] if old is not None else (),
+                                           old[3] if old is not None else (), new.answers,
+                                           new.hosts))
 
     def _set_serial(self, serial: int) -> None:
         serial &= 0xFFFFFFFF
@@ -482,6 +492,6 @@ class Cache:
         return {
             "imports": len(self.imports),
             "slices": len(self.slices),
-            "answers": len(self.zone.answers),
+            "answers": self.zone.count(),
             "names": len(self.zone.names),
         }

@@ -35,6 +35,7 @@ from clusterset_dns.zone.order import (
     sorted_packed,
     srv_weight,
 )
+from clusterset_dns.zone.table import Hosts, Present
 from clusterset_dns.zone.wire import HINFO, SRV, Encoder, question_key
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ class Built:
     explained: dict[bytes, bytes] = field(default_factory=dict)
     # How the answers that can be too large for a UDP client are cut (truncate.py).
     cuts: dict[bytes, truncate.Cuts] = field(default_factory=dict)
+    # Endpoint names with one address, answered on first use (table.Hosts): they are
+    # not in ``answers`` nor in ``names``.
+    hosts: Hosts = field(default_factory=dict)
 
 
 class RecordBuilder:
@@ -82,6 +86,9 @@ class RecordBuilder:
         self.topology_zone = topology_zone
         self.node_name = node_name
         self.serve_terminating = serve_terminating
+        # Endpoint names with one address go to the compact index (Built.hosts) instead
+        # of being encoded now; False: every answer encoded (delta.py's services, tests).
+        self.lazy = True
         self._one_address = wire.heads(0, 1, 0, 0)
         self._address_heads = {  # by the address's packed length
             4: b"\xc0\x0c" + wire.RR_HEAD.pack(wire.A, wire.CLASS_IN, ttl, 4),
@@ -224,6 +231,11 @@ class RecordBuilder:
 
     # -- pieces of one service's answers, for delta.py --------------------------------
 
+    @property
+    def address_heads(self) -> dict[int, bytes]:
+        """The record heads of a one-address answer by packed length (Zone's)."""
+        return self._address_heads
+
     def one_address(self, key: bytes, packed: Packed) -> tuple[bytes, wire.Answer]:
         """The answer key and answer of a name with one address (``key``: its wire form)."""
         return (key + _QTYPE_CLASS[wire.A if len(packed) == 4 else wire.AAAA],
@@ -294,7 +306,8 @@ class RecordBuilder:
             every = list(slices)
             answering = self.answering(every)
             self._headless(out, svc, answering, self.ranking(imp, answering))
-            out.explained.update(reasons.headless(self.zone, svc, out.names, imp, every,
+            present = Present(out.names, out.hosts)
+            out.explained.update(reasons.headless(self.zone, svc, present, imp, every,
                                                   rejected))
         return out
 
@@ -412,7 +425,18 @@ class RecordBuilder:
         # Most endpoint names have one address: already sorted.
         glue = {host: ips if len(ips) == 1 else sorted_packed(ips)
                 for host, ips in hosts.items()}
+        lazy, index = self.lazy, out.hosts
         for owner, ips in sorted(glue.items()):
+            if lazy and len(ips) == 1:
+                # Most endpoint names: only the index entry, encoded when first asked.
+                name = self._wire(owner)
+                first = name[0] + 1
+                parent = index.get(name[first:])
+                if parent is None:
+                    index[name[first:]] = parent = {}
+                    self._exists(out, owner[1:])
+                parent[name[:first]] = ips[0]
+                continue
             self._exists(out, owner)
             self._addresses(out, owner, ips)
         if tiers is None:

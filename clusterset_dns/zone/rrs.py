@@ -126,10 +126,13 @@ def answer_records(key: bytes, answer: wire.Answer) -> Iterator[Record]:
         yield record
 
 
-def zone_records(answers: Mapping[bytes, wire.Answer]) -> set[Record]:
-    """Every record the zone answers with, each once."""
+def zone_records(answers: Mapping[bytes, wire.Answer] | Iterable[tuple[bytes, wire.Answer]]
+                 ) -> set[Record]:
+    """Every record the zone answers with, each once: of a dict of answers, or of
+    (key, answer) pairs (``Zone.every_answer``, with the names encoded on use)."""
     out: set[Record] = set()
-    for key, answer in answers.items():
+    pairs = answers.items() if isinstance(answers, Mapping) else answers
+    for key, answer in pairs:
         out.update(answer_records(key, answer))
     return out
 

@@ -6,8 +6,9 @@ place inside one synchronous call.
 
 from __future__ import annotations
 
+import itertools
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from clusterset_dns.zone import truncate, wire
@@ -25,6 +26,74 @@ MISSING, EMPTY, HAS_RECORDS = 0, 1, 2
 # Every type a name can own records of here, as key suffixes (type, class IN).
 TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
                       for t in (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.SOA, wire.NS))
+
+
+# The header of every answer with one address record (what records.py encodes).
+ONE_ADDRESS = wire.heads(0, 1, 0, 0)
+# The key suffix of an endpoint name's one address, by the address's packed length.
+FAMILY_SUFFIX = {4: TYPE_SUFFIXES[0], 16: TYPE_SUFFIXES[1]}
+
+# The compact index of endpoint names answered on first use (records.py, ``lazy``):
+# parent name (the wire form, lower case, of ``<cluster>.<service>...``) -> {first
+# label (wire, with its length byte) -> the name's one packed address}. An inner
+# dict is replaced whole by a rebuild, never changed in place, so a transfer's
+# snapshot keeps a consistent copy by keeping the pairs.
+Hosts = dict[bytes, dict[bytes, bytes]]
+
+
+def host_answers(hosts: Iterable[tuple[bytes, dict[bytes, bytes]]],
+                 address_heads: Mapping[int, bytes]) -> Iterator[tuple[bytes, wire.Answer]]:
+    """(answer key, answer) of every name of ``hosts``: what an eager build stores."""
+    for parent, labels in hosts:
+        for label, packed in labels.items():
+            yield (label + parent + FAMILY_SUFFIX[len(packed)],
+                   wire.Answer(ONE_ADDRESS, address_heads[len(packed)] + packed, 0))
+
+
+def changes(zone: Zone, old_keys: Iterable[bytes], old_parents: Iterable[bytes],
+            answers: Mapping[bytes, wire.Answer], hosts: Hosts
+            ) -> list[tuple[bytes, wire.Answer | None, wire.Answer | None]]:
+    """(key, before, after) of every answer of a service that changes from what
+    ``zone`` has of it (``old_keys``, ``old_parents``) to a new build (``answers``,
+    ``hosts``), for the journal. Names of the compact index are encoded only under
+    the parents whose names or addresses moved."""
+    now = zone.answers
+    out: list[tuple[bytes, wire.Answer | None, wire.Answer | None]] = []
+    was = {parent: zone.hosts[parent] for parent in old_parents}
+    moved = [parent for parent in was.keys() | hosts.keys() if was.get(parent) != hosts.get(parent)]
+    before_hosts = dict(host_answers(((p, was[p]) for p in moved if p in was),
+                                     zone.address_heads))
+    after_hosts = dict(host_answers(((p, hosts[p]) for p in moved if p in hosts),
+                                    zone.address_heads))
+    kept: set[bytes] = set()
+    for key, before in itertools.chain(((key, now[key]) for key in old_keys),
+                                       before_hosts.items()):
+        kept.add(key)
+        after = answers.get(key) or after_hosts.pop(key, None)
+        if after is None or after.body != before.body or after.heads[0] != before.heads[0]:
+            out.append((key, before, after))
+    out.extend((key, None, answer) for key, answer in answers.items() if key not in kept)
+    out.extend((key, None, answer) for key, answer in after_hosts.items())
+    return out
+
+
+class Present:
+    """Whether a name exists in what a build made: its names or its compact index."""
+
+    __slots__ = ("hosts", "names")
+
+    def __init__(self, names: set[bytes], hosts: Hosts) -> None:
+        self.names = names
+        self.hosts = hosts
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, bytes) or not name:
+            return False
+        if name in self.names:
+            return True
+        first = name[0] + 1
+        labels = self.hosts.get(name[first:])
+        return labels is not None and name[:first] in labels
 
 
 def owns_records(answers: Mapping[bytes, wire.Answer], name: bytes) -> bool:
@@ -67,6 +136,11 @@ class Zone:
     cut_forms: truncate.FormMemory = field(default_factory=truncate.FormMemory)
     # Moves with every change (a transfer's shared snapshot is reused while it holds).
     generation: int = 0
+    # Endpoint names whose answer is encoded on first use (see Hosts), and the record
+    # heads (owner pointer, type, class, TTL, length) of those answers, by packed
+    # length: the cache sets them from its RecordBuilder.
+    hosts: Hosts = field(default_factory=dict)
+    address_heads: dict[int, bytes] = field(default_factory=dict)
 
     def changed(self) -> None:
         """Called after every change to what the zone answers (the serial moves with
@@ -76,12 +150,44 @@ class Zone:
         self.responses.clear()
         self.cut_forms.clear()
 
+    def host(self, name: bytes) -> bytes | None:
+        """The one packed address of an endpoint name of the compact index, or None."""
+        if not name:
+            return None
+        first = name[0] + 1
+        labels = self.hosts.get(name[first:])
+        return None if labels is None else labels.get(name[:first])
+
+    def cold(self, key: bytes) -> wire.Answer | None:
+        """The answer to the lower-case question key ``key`` when its name is in the
+        compact index and has a record of the type, encoded now (a few microseconds:
+        the handler remembers it with the negatives); None otherwise."""
+        packed = self.host(key[:-4])
+        if packed is None or key[-4:] != FAMILY_SUFFIX[len(packed)]:
+            return None
+        return wire.Answer(ONE_ADDRESS, self.address_heads[len(packed)] + packed, 0)
+
+    def has(self, key: bytes) -> bool:
+        """Whether the question key ``key`` has an answer, stored or encoded on use."""
+        return key in self.answers or self.cold(key) is not None
+
+    def every_answer(self) -> Iterator[tuple[bytes, wire.Answer]]:
+        """Every (key, answer) of the zone: the stored ones, then those of the compact
+        index, encoded as they come (for dump and the tests; transfers snapshot)."""
+        yield from self.answers.items()
+        yield from host_answers(self.hosts.items(), self.address_heads)
+
+    def count(self) -> int:
+        """How many answers the zone has, stored or encoded on use."""
+        return len(self.answers) + sum(len(labels) for labels in self.hosts.values())
+
     def lookup(self, name: bytes) -> int:
         """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
         for a lower-case wire-format name. The one place existence is decided."""
-        if owns_records(self.answers, name):
+        if owns_records(self.answers, name) or self.host(name) is not None:
             return HAS_RECORDS
         return EMPTY if name in self.names else MISSING
 
     def exists(self, name: bytes) -> bool:
-        return owns_records(self.answers, name) or name in self.names
+        return (owns_records(self.answers, name) or name in self.names
+                or self.host(name) is not None)

@@ -170,7 +170,7 @@ def zone_state(cache: Cache) -> tuple[dict[bytes, tuple[tuple[bytes, ...], bytes
                                       dict[bytes, int]]:
     """Every answer (less the apex SOA, whose serial counts updates) and every name."""
     soa_key = b"\x0aclusterset\x05local\x00\x00\x06\x00\x01"
-    answers = {key: (ans.heads, ans.body) for key, ans in cache.zone.answers.items()
+    answers = {key: (ans.heads, ans.body) for key, ans in dict(cache.zone.every_answer()).items()
                if key != soa_key}
     return answers, dict(cache.zone.names)
 

@@ -200,7 +200,7 @@ def test_concurrent_transfers_take_turns_and_each_is_whole(
     cache, journal = big_cache(16, 500)
     transfers = transfers_for(cache, journal)
     want = sorted(" ".join(rrs.record_text(r).split())
-                  for r in rrs.zone_records(cache.zone.answers))
+                  for r in rrs.zone_records(cache.zone.every_answer()))
     polls = [0]
     encoded: dict[int, set[int]] = {}  # poll count -> the writers that encoded then
     real_add, real_rrsets = xfr.MessageWriter.add, xfr.MessageWriter.add_rrsets
@@ -209,10 +209,9 @@ def test_concurrent_transfers_take_turns_and_each_is_whole(
         encoded.setdefault(polls[0], set()).add(id(self))
         return real_add(self, record)
 
-    def noting_rrsets(self: xfr.MessageWriter, keys: list[bytes],
-                      answers: list[Any]) -> Iterator[bytes]:
+    def noting_rrsets(self: xfr.MessageWriter, pairs: Any) -> Iterator[bytes]:
         # The work between two of its yields runs at once: noted where it ends.
-        for out in real_rrsets(self, keys, answers):
+        for out in real_rrsets(self, pairs):
             encoded.setdefault(polls[0], set()).add(id(self))
             yield out
 

@@ -1,0 +1,242 @@
+"""Endpoint names answered on first use (Zone.hosts) answer exactly what the answers
+encoded at update time did.
+
+Two caches take the same updates: one builds lazily (the server's way), one encodes
+every answer (``Cache(lazy=False)``). Every name either has, its siblings, children
+and made-up names, in every type, in lower and mixed case, with and without EDNS,
+over UDP and TCP, get the same bytes from both; so do the zone's records (dump,
+AXFR) and the journal's changes (IXFR).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusterset_dns.base.names import ZoneNames
+from clusterset_dns.process.dump import zone_lines
+from clusterset_dns.serving.handler import Handler
+from clusterset_dns.transfers import zonedata
+from clusterset_dns.zone import wire
+from clusterset_dns.zone.cache import (
+    NEGATIVES_CAP,
+    Cache,
+    Change,
+    Op,
+    PutImport,
+    PutSlice,
+    ReplaceImports,
+    ReplaceSlices,
+    SetSynced,
+)
+from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
+
+from .helpers import DEFAULT_UDP_CAP, ZONE, clock_at
+from .test_properties import OBJECTS, to_op
+
+SETTINGS = settings(max_examples=60, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+TYPES = (wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.ANY, 15)  # 15: MX, none here
+_OPT = b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x00"  # option-less OPT, 1232 bytes
+
+# -- valid ClusterSets of Headless services (the names this is about) ----------------------
+
+CLUSTERS = st.sampled_from(["east", "west", "c.eu", None])
+HOSTS = st.sampled_from(["h0", "h1", "web-0", None])
+
+
+@st.composite
+def _endpoint(draw: st.DrawFn) -> Endpoint:
+    kind = draw(st.integers(0, 9))
+    v4 = ipaddress.IPv4Address(0x0A000000 + draw(st.integers(1, 40)))
+    v6 = ipaddress.IPv6Address((0xFD00 << 112) + draw(st.integers(1, 40)))
+    addresses: tuple[Any, ...] = (v4, v6) if kind == 0 else (v6,) if kind == 1 else (v4,)
+    return Endpoint(addresses, draw(HOSTS), zone=draw(st.sampled_from([None, "z1"])))
+
+
+@st.composite
+def _slice(draw: st.DrawFn, name: str) -> EndpointSlice:
+    return EndpointSlice("prod", name, draw(st.sampled_from(["web", "db"])), draw(CLUSTERS),
+                         tuple(draw(st.lists(_endpoint(), max_size=5))),
+                         (Port("http", "tcp", 80),),
+                         not_ready=tuple(draw(st.lists(_endpoint(), max_size=1))))
+
+
+@st.composite
+def headless_updates(draw: st.DrawFn) -> list[list[Op]]:
+    """A first list, then a few updates: slices put, changed and deleted."""
+    imports = {("prod", svc): ServiceImport("prod", svc, ServiceType.HEADLESS, (),
+                                            (Port("http", "tcp", 80),))
+               for svc in ("web", "db")}
+    names = [f"s{i}" for i in range(4)]
+    first = {("prod", n): draw(_slice(n)) for n in draw(st.lists(st.sampled_from(names),
+                                                                 max_size=4))}
+    steps: list[list[Op]] = [[ReplaceImports(imports), ReplaceSlices(first), SetSynced(True)]]
+    for _ in range(draw(st.integers(0, 4))):
+        n = draw(st.sampled_from(names))
+        steps.append([PutSlice(("prod", n), draw(st.one_of(st.none(), _slice(n))))])
+    return steps
+
+
+# -- the two caches ---------------------------------------------------------------------------
+
+def _pair() -> tuple[Cache, Cache, list[set[tuple[bytes, bytes | None, bytes | None]]],
+                     list[set[tuple[bytes, bytes | None, bytes | None]]]]:
+    def journal(into: list[set[tuple[bytes, bytes | None, bytes | None]]]) -> Any:
+        def note(_old: int, _new: int, changes: list[Change] | None) -> None:
+            into.append({(key, None if before is None else before.body,
+                          None if after is None else after.body)
+                         for key, before, after in changes or ()})
+        return note
+
+    lazy_log: list[set[tuple[bytes, bytes | None, bytes | None]]] = []
+    eager_log: list[set[tuple[bytes, bytes | None, bytes | None]]] = []
+    def clock() -> float:
+        return 1_700_000_000.0  # one serial for both
+
+    lazy = Cache(ZoneNames(ZONE), 5, on_change=journal(lazy_log), clock=clock)
+    eager = Cache(ZoneNames(ZONE), 5, on_change=journal(eager_log), lazy=False, clock=clock)
+    return lazy, eager, lazy_log, eager_log
+
+
+def _query(name: bytes, qtype: int, edns: bool) -> bytes:
+    return (b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00" + (b"\x00\x01" if edns else b"\x00\x00")
+            + name + struct.pack("!HH", qtype, wire.CLASS_IN) + (_OPT if edns else b""))
+
+
+def _mixed(name: bytes) -> bytes:
+    return bytes(c - 32 if i % 2 and 97 <= c <= 122 else c for i, c in enumerate(name))
+
+
+def _names(eager: Cache) -> set[bytes]:
+    """Every name of the zone, and around each: a made-up sibling and child."""
+    found = {key[:-4] for key in eager.zone.answers} | set(eager.zone.names)
+    around = set(found)
+    for name in found:
+        around.add(b"\x04nope" + name[name[0] + 1:] if name != b"\x00" else name)
+        around.add(b"\x01x" + name)
+    return around
+
+
+def _same(lazy: Cache, eager: Cache) -> None:
+    assert not eager.zone.hosts
+    za, zb = lazy.zone, eager.zone
+    assert za.serial == zb.serial
+    assert {k: (v.heads, v.body) for k, v in za.every_answer()} == \
+        {k: (v.heads, v.body) for k, v in zb.answers.items()}
+    assert za.names == zb.names
+    assert za.explained == zb.explained
+    assert za.count() == len(zb.answers)
+    assert zone_lines(lazy) == zone_lines(eager)
+    assert set(zonedata.take(za).records()) == set(zonedata.take(zb).records())
+    ha, hb = Handler(za, DEFAULT_UDP_CAP), Handler(zb, DEFAULT_UDP_CAP)
+    clock_at(ha, 0.0)
+    clock_at(hb, 0.0)
+    for name in sorted(_names(eager)):
+        for qtype in TYPES:
+            for asked in {name, _mixed(name)}:
+                for edns in (False, True):
+                    for tcp in (False, True):
+                        q = _query(asked, qtype, edns)
+                        # Twice: the first use, then what was remembered of it.
+                        for _ in range(2):
+                            assert ha.handle(q, tcp) == hb.handle(q, tcp), (asked, qtype)
+
+
+@pytest.mark.timeout(300)
+@SETTINGS
+@given(headless_updates())
+def test_first_use_answers_what_the_encoded_answers_did(steps: list[list[Op]]) -> None:
+    lazy, eager, lazy_log, eager_log = _pair()
+    for ops in steps:
+        lazy.apply(ops)
+        eager.apply(ops)
+        _same(lazy, eager)
+    assert lazy_log == eager_log
+
+
+@pytest.mark.timeout(300)
+@SETTINGS
+@given(st.lists(OBJECTS, max_size=10))
+def test_first_use_over_any_objects(objects: list[dict[str, Any]]) -> None:
+    """The property suite's universe: colliding names, limits, junk, bulk lists."""
+    ops = [op for op in map(to_op, objects) if op is not None]
+    lazy, eager, lazy_log, eager_log = _pair()
+    for cache in (lazy, eager):
+        cache.apply([SetSynced(True)])
+        for op in ops:
+            cache.apply([op])
+    _same(lazy, eager)
+    assert lazy_log == eager_log
+
+
+# -- the index and the memory of what was encoded -------------------------------------------
+
+V4 = ipaddress.IPv4Address("10.0.0.1")
+
+
+def _one(cache: Cache, cluster: str = "east", address: Any = V4, service: str = "web") -> None:
+    cache.apply([PutImport(("prod", service), ServiceImport(
+                    "prod", service, ServiceType.HEADLESS, (), (Port("http", "tcp", 80),))),
+                 PutSlice(("prod", f"{service}-1"), EndpointSlice(
+                     "prod", f"{service}-1", service, cluster,
+                     (Endpoint((address,), "h0"),), (Port("http", "tcp", 80),))),
+                 SetSynced(True)])
+
+
+def _key(name: str, qtype: int = wire.A) -> bytes:
+    out = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\x00"
+    return out + struct.pack("!HH", qtype, wire.CLASS_IN)
+
+
+def test_an_endpoint_name_is_indexed_not_encoded() -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    _one(cache)
+    key = _key(f"h0.east.web.prod.svc.{ZONE}")
+    assert key not in cache.zone.answers
+    assert cache.zone.hosts == {key[3:-4]: {b"\x02h0": V4.packed}}
+    answer = cache.zone.cold(key)
+    assert answer is not None and answer.body.endswith(V4.packed)
+    assert cache.zone.cold(_key(f"h0.east.web.prod.svc.{ZONE}", wire.AAAA)) is None
+    assert cache.zone.cold(_key(f"h1.east.web.prod.svc.{ZONE}")) is None
+    assert cache.zone.cold(b"") is None and cache.zone.cold(b"\x00\x00\x01\x00\x01") is None
+
+
+def test_a_cold_answer_is_remembered_until_the_cap_then_they_start_over() -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    _one(cache)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    key = _key(f"h0.east.web.prod.svc.{ZONE}")
+    negatives = cache.zone.negatives
+    for i in range(NEGATIVES_CAP - 1):
+        negatives[b"filler%d" % i] = cache.zone.nodata  # type: ignore[assignment]
+    handler.handle(_query(key[:-4], wire.A, False), False)
+    assert len(negatives) == NEGATIVES_CAP and key in negatives  # the last one that fits
+    other = _key(f"h0.east.web.prod.svc.{ZONE}", wire.AAAA)
+    handler.handle(_query(other[:-4], wire.AAAA, False), False)
+    assert list(negatives) == [other]  # full: started over with what is asked now
+
+
+def test_a_change_empties_what_was_encoded_and_the_index_follows() -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    _one(cache)
+    _one(cache, service="db")
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    key = _key(f"h0.east.web.prod.svc.{ZONE}")
+    handler.handle(_query(key[:-4], wire.A, False), False)
+    assert key in cache.zone.negatives
+    _one(cache, address=ipaddress.IPv4Address("10.0.0.2"))  # the service changes
+    assert key not in cache.zone.negatives
+    reply = handler.handle(_query(key[:-4], wire.A, False), False)
+    assert reply is not None and reply.endswith(bytes([10, 0, 0, 2]))
+    db = _key(f"h0.east.db.prod.svc.{ZONE}")[:-4]
+    assert set(cache.zone.hosts) == {key[3:-4], db[3:]}  # the other service's stays
+    _one(cache, cluster="west")  # another cluster: the old parent goes
+    assert set(cache.zone.hosts) == {_key(f"west.web.prod.svc.{ZONE}")[:-4], db[3:]}
+    cache.apply([PutSlice(("prod", "web-1"), None)])
+    assert set(cache.zone.hosts) == {db[3:]}
