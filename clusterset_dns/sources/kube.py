@@ -180,7 +180,7 @@ class Event:
 # object) is dropped as each list item or watch event is decoded (see
 # :func:`decode_page`), before anything keeps it.
 KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion")
-# convert.SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL and ZONE_LABEL (a Node's).
+# convert.SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL and properties.ZONE_LABEL (a Node's).
 KEPT_LABELS = ("multicluster.kubernetes.io/service-name",
                "multicluster.kubernetes.io/source-cluster", "topology.kubernetes.io/zone")
 # The one annotation that is read (convert.TRIGGER_TIME: the DNS programming delay).

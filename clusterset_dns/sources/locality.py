@@ -30,7 +30,7 @@ from urllib.parse import quote
 from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.metrics import Metrics
-from clusterset_dns.sources import convert, discovery
+from clusterset_dns.sources import discovery, properties
 from clusterset_dns.sources.kube import KubeError
 from clusterset_dns.sources.reflector import Reflector, api_backoff
 from clusterset_dns.sources.resource import Client, NotServed, Resource
@@ -47,12 +47,12 @@ def property_resource(group_version: str, values: dict[str, str | None]) -> Reso
     """``values``: the id each naming property gives now, kept by ``put``: the ops it
     makes are applied in the order they are made, so the last one carries the id."""
     def put(key: ObjectKey, cluster_id: str | None) -> Op:
-        if key[1] in convert.CLUSTER_ID_PROPERTIES:
+        if key[1] in properties.CLUSTER_ID_PROPERTIES:
             values[key[1]] = cluster_id
-        return SetClusterId(convert.pick_cluster_id(values))
+        return SetClusterId(properties.pick_cluster_id(values))
 
     def to_model(obj: Mapping[str, Any], warn: Callable[[str], None]) -> str | None:
-        return convert.cluster_property(obj, warn)
+        return properties.cluster_property(obj, warn)
 
     return Resource(f"clusterproperties {group_version}",
                     f"/apis/{group_version}/clusterproperties", "property", None, to_model,
@@ -96,7 +96,7 @@ class Locality:
     async def discover(self, client: Client) -> str | None:
         """The preferred served version of about.k8s.io with clusterproperties, or None
         when there is none (raises KubeError for any other failure)."""
-        found = await discovery.served(client, convert.ABOUT_GROUP, "clusterproperties")
+        found = await discovery.served(client, properties.ABOUT_GROUP, "clusterproperties")
         return found.version if found is not None else None
 
     async def cluster_property(self, client: Client) -> None:
@@ -107,7 +107,7 @@ class Locality:
                 group_version = await self.discover(client)
             except KubeError as exc:
                 delay = backoff.next()
-                log.warning("discovering %s: %s; retrying in %.1fs", convert.ABOUT_GROUP, exc,
+                log.warning("discovering %s: %s; retrying in %.1fs", properties.ABOUT_GROUP, exc,
                             delay)
                 await self.clock.sleep(delay)
                 continue
@@ -116,13 +116,13 @@ class Locality:
                 if not said_absent:  # an optional CRD: said once, not at every look
                     log.info("no ClusterProperty API (%s) is served and --cluster-id is not "
                              "given: the cluster id is unknown, PreferClose imports answer "
-                             "with every cluster's endpoints", convert.ABOUT_GROUP)
+                             "with every cluster's endpoints", properties.ABOUT_GROUP)
                     said_absent = True
                 await self.clock.sleep(DISCOVER_INTERVAL)
                 continue
             said_absent = False
             log.info("watching ClusterProperty %s (%s) for the cluster id",
-                     " / ".join(convert.CLUSTER_ID_PROPERTIES), group_version)
+                     " / ".join(properties.CLUSTER_ID_PROPERTIES), group_version)
             values: dict[str, str | None] = {}
             reflector = Reflector(client, property_resource(group_version, values), self.apply,
                                   self.metrics.invalid, self.config, lambda: None,
@@ -148,10 +148,10 @@ class Locality:
                             delay, "" if first else " (keeping the zone read before)")
                 await self.clock.sleep(delay)
                 continue
-            zone = convert.node_zone(obj) if isinstance(obj, Mapping) else None
+            zone = properties.node_zone(obj) if isinstance(obj, Mapping) else None
             if first or zone != known:
                 log.info("topology zone %s (label %s of Node %s)", zone or "unknown",
-                         convert.ZONE_LABEL, node)
+                         properties.ZONE_LABEL, node)
                 self.apply([SetTopologyZone(zone)])
                 known, first = zone, False
             backoff.reset()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterset_dns.base.clock import SYSTEM, Clock
-from clusterset_dns.sources import convert, yamlsafe
+from clusterset_dns.sources import convert, properties, yamlsafe
 from clusterset_dns.sources.dirwalk import Walk, find_files
 from clusterset_dns.zone.model import EndpointSlice, ObjectKey, ServiceImport
 from clusterset_dns.zone.ops import (
@@ -112,7 +112,7 @@ class FileObjects:
     signature: Signature
     imports: dict[ObjectKey, ServiceImport] = field(default_factory=dict)
     slices: dict[ObjectKey, EndpointSlice] = field(default_factory=dict)
-    # From the ClusterProperties naming the cluster (convert.CLUSTER_ID_PROPERTIES), by name.
+    # From the ClusterProperties naming the cluster (properties.CLUSTER_ID_PROPERTIES), by name.
     cluster_ids: dict[str, str] = field(default_factory=dict)
     # Objects that failed to convert: (kind, key) -> (their service, when known, why).
     rejected: dict[tuple[str, ObjectKey], tuple[ObjectKey | None, str]] = field(
@@ -147,8 +147,8 @@ def read_file(path: Path, signature: Signature, groups: frozenset[str],
                     piece = convert.endpoint_slice(obj, warn)
                     if piece is not None and (not namespaces or piece.namespace in namespaces):
                         result.slices[(piece.namespace, piece.name)] = piece
-                elif convert.is_cluster_property(obj):
-                    cluster_id = convert.cluster_property(obj, warn)
+                elif properties.is_cluster_property(obj):
+                    cluster_id = properties.cluster_property(obj, warn)
                     if cluster_id is not None:
                         result.cluster_ids[convert.key_of(obj)[1]] = cluster_id
             except convert.InvalidObject as exc:
@@ -356,7 +356,7 @@ class ManifestSource:
             cluster_id = self._cluster_id()
             if self.cluster_property and cluster_id != self.cluster_id:
                 log.info("cluster id %s (ClusterProperty %s in the manifests)",
-                         cluster_id or "unknown", " or ".join(convert.CLUSTER_ID_PROPERTIES))
+                         cluster_id or "unknown", " or ".join(properties.CLUSTER_ID_PROPERTIES))
                 ops.insert(0, SetClusterId(cluster_id))
                 self.cluster_id = cluster_id
             if not self.synced:
@@ -371,7 +371,7 @@ class ManifestSource:
         values: dict[str, str | None] = {}
         for path in sorted(self.files):
             values.update(self.files[path].cluster_ids)
-        return convert.pick_cluster_id(values)
+        return properties.pick_cluster_id(values)
 
     def _merge(self, what: str) -> dict[Any, Any]:
         """Every file's objects; on a duplicate key the file that sorts last wins,

@@ -53,7 +53,7 @@ class SetSynced:
 
 @dataclass(frozen=True, slots=True)
 class SetClusterId:
-    """The id of the cluster this server runs in (as convert.cluster_id writes it), or
+    """The id of the cluster this server runs in (as properties.cluster_id writes it), or
     None when unknown: PreferClose imports answer with its endpoints first."""
 
     cluster_id: str | None

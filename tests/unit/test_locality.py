@@ -24,7 +24,7 @@ from clusterset_dns.base.config import Config, ConfigError
 from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process.cli import build_parser, to_config
 from clusterset_dns.process.dump import dump, zone_lines
-from clusterset_dns.sources import convert
+from clusterset_dns.sources import convert, properties
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.zone import rrs, wire
 from clusterset_dns.zone.cache import (
@@ -379,27 +379,27 @@ def test_constructor_locality_is_used_from_the_first_build() -> None:
 @pytest.mark.parametrize(("raw", "expected"), [
     ("East", "east"), ("east.eu.", "east.eu"), (" west ", "west")])
 def test_cluster_ids_are_read_as_slice_labels_are(raw: str, expected: str) -> None:
-    assert convert.cluster_id(raw) == expected
+    assert properties.cluster_id(raw) == expected
 
 
 @pytest.mark.parametrize("raw", ["", ".", "a b", 7, None, "x" * 64])
 def test_bad_cluster_ids_are_refused(raw: Any) -> None:
     with pytest.raises(convert.InvalidObject):
-        convert.cluster_id(raw)
+        properties.cluster_id(raw)
 
 
 def test_cluster_property_gives_the_cluster_id() -> None:
     for version in (ABOUT_V1ALPHA1, ABOUT_V1BETA1):
-        assert convert.cluster_property(cluster_property("East", api_version=version)) == "east"
-    assert convert.cluster_property(cluster_property("set-1", "clusterset.k8s.io")) is None
+        assert properties.cluster_property(cluster_property("East", api_version=version)) == "east"
+    assert properties.cluster_property(cluster_property("set-1", "clusterset.k8s.io")) is None
     with pytest.raises(convert.InvalidObject):
-        convert.cluster_property(cluster_property("a b"))
+        properties.cluster_property(cluster_property("a b"))
 
 
 def test_node_zone_label() -> None:
-    node = {"metadata": {"name": "n1", "labels": {convert.ZONE_LABEL: "zone-a"}}}
-    assert convert.node_zone(node) == "zone-a"
-    assert convert.node_zone({"metadata": {"name": "n1"}}) is None
+    node = {"metadata": {"name": "n1", "labels": {properties.ZONE_LABEL: "zone-a"}}}
+    assert properties.node_zone(node) == "zone-a"
+    assert properties.node_zone({"metadata": {"name": "n1"}}) is None
 
 
 # -- values not understood: answered without a preference, counted, logged once -------------

@@ -14,7 +14,7 @@ from typing import Any, SupportsIndex
 
 import pytest
 
-from clusterset_dns.sources import convert, kube
+from clusterset_dns.sources import convert, kube, properties
 from clusterset_dns.sources.kube import KubeClient, KubeError, Lines, decode_page
 from clusterset_dns_testkit.objects import endpoint_slice
 
@@ -183,12 +183,12 @@ def test_a_page_keeps_only_the_metadata_the_server_reads(limit: int) -> None:
     assert item["endpoints"] == fat_slice(0)["endpoints"]
     assert convert.endpoint_slice(item) == convert.endpoint_slice(fat_slice(6000))
     # a Node's zone label is read too; an object without labels keeps none
-    node = {"metadata": {"name": "n1", "uid": "u", "labels": {convert.ZONE_LABEL: "z1",
+    node = {"metadata": {"name": "n1", "uid": "u", "labels": {properties.ZONE_LABEL: "z1",
                                                                "other": "x"}}}
     bare = {"metadata": {"name": "x", "uid": "u", "managedFields": []}}
     (node_item, bare_item) = decode_page(json.dumps({"items": [node, bare]}).encode(),
                                          limit)["items"]
-    assert node_item["metadata"]["labels"] == {convert.ZONE_LABEL: "z1"}
+    assert node_item["metadata"]["labels"] == {properties.ZONE_LABEL: "z1"}
     assert bare_item == {"metadata": {"name": "x", "uid": "u"}}
 
 
@@ -217,7 +217,7 @@ def test_pages_of_large_objects_are_cut_while_decoded(monkeypatch: pytest.Monkey
 
 def test_the_kept_labels_and_annotation_are_the_ones_convert_reads() -> None:
     assert set(kube.KEPT_LABELS) == {convert.SERVICE_NAME_LABEL, convert.SOURCE_CLUSTER_LABEL,
-                                     convert.ZONE_LABEL}
+                                     properties.ZONE_LABEL}
     assert kube.KEPT_ANNOTATION == convert.TRIGGER_TIME
 
 
