@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 import socket
 from collections.abc import Callable
 from typing import cast
@@ -13,6 +15,8 @@ import dns.opcode
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
+import dns.tsig
+import pytest
 
 from clusterset_dns.transfers import notify, zonedata
 from clusterset_dns.zone.cache import Cache, SetSynced
@@ -133,3 +137,71 @@ def test_the_notify_carries_the_zones_soa_as_it_is_when_sent() -> None:
     assert [r.to_text() for r in rrset] == [
         f"ns.dns.clusterset.local. hostmaster.clusterset.local. {cache.zone.serial} 7200 "
         "1800 86400 5"]
+
+
+KEY = dns.tsig.Key("xfr-key", base64.b64encode(b"0123456789abcdef0123456789abcdef").decode(),
+                   dns.tsig.HMAC_SHA256)
+
+
+def test_with_a_key_the_notify_is_signed_with_it() -> None:
+    notifier = notify.Notifier("clusterset.local", (), soa_of([7]), KEY, lambda _: None,
+                               FakeClock())
+    data = notifier.message(notifier.current()).to_wire()
+    message = dns.message.from_wire(data, keyring={KEY.name: KEY})  # verified
+    assert message.had_tsig and message.keyname == KEY.name
+    unsigned = notify.Notifier("clusterset.local", (), soa_of([7]), None, lambda _: None,
+                               FakeClock())
+    assert not dns.message.from_wire(unsigned.message(unsigned.current()).to_wire()).had_tsig
+
+
+def test_stop_waits_for_the_tasks_and_needs_no_start() -> None:
+    async def main() -> None:
+        never = notify.Notifier("clusterset.local", (), soa_of([7]), None, lambda _: None,
+                                FakeClock())
+        await never.stop()  # never started: nothing to stop
+        notifier = notify.Notifier("clusterset.local", (("127.0.0.1", 9), ("::1", 9)),
+                                   soa_of([7]), None, lambda _: None, FakeClock())
+        notifier.start()
+        tasks = list(notifier._tasks)
+        # named after their target (task dumps)
+        assert [t.get_name() for t in tasks] == ["notify-('127.0.0.1', 9)", "notify-('::1', 9)"]
+        await notifier.stop()
+        assert all(task.cancelled() for task in tasks)
+
+    asyncio.run(main())
+
+
+def test_each_change_after_an_acknowledgement_is_notified_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Acknowledged, the target's follower waits for the next change (it does not end),
+    and each log line names the serial sent."""
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        transport, peer = await loop.create_datagram_endpoint(lambda: Secondary(0), sock=sock)
+        results: list[str] = []
+        clock = FakeClock()
+        serial = [7]
+        notifier = notify.Notifier("clusterset.local", (("127.0.0.1", sock.getsockname()[1]),),
+                                   soa_of(serial), None, results.append, clock)
+        notifier.start()
+        try:
+            for acknowledged in (1, 2):
+                serial[0] += 1
+                notifier.changed()
+                deadline = loop.time() + 10  # a bound, not a measure
+                while results.count("acknowledged") < acknowledged and loop.time() < deadline:
+                    await asyncio.sleep(0.01)
+                    clock.jump()
+        finally:
+            await notifier.stop()
+            transport.close()
+        assert [m.answer[0][0].serial for m in peer.received] == [8, 9]
+        return results
+
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.transfers.notify"):
+        assert asyncio.run(main()) == ["sent", "acknowledged"] * 2
+    acknowledged = [r.getMessage() for r in caplog.records if "acknowledged" in r.getMessage()]
+    assert [m.split(" by ")[0] for m in acknowledged] == ["NOTIFY of serial 8 acknowledged",
+                                                         "NOTIFY of serial 9 acknowledged"]
