@@ -133,8 +133,12 @@ def _service_of(cache: Cache, labels: names.Labels) -> tuple[str, str] | None:
     svc = cache.names.svc
     if len(labels) < len(svc) + 2 or tuple(labels[-len(svc):]) != svc:
         return None
-    service, namespace = labels[-len(svc) - 2], labels[-len(svc) - 1]
-    return namespace.decode("ascii"), service.decode("ascii")
+    service, namespace = (label.decode("ascii") for label in labels[-len(svc) - 2:-len(svc)])
+    # A label no object's name may be (a wildcard, a space: DNS asks for anything) names
+    # no service: names.service would refuse it.
+    if not (names.is_label(service) and names.is_label(namespace)):
+        return None
+    return namespace, service
 
 
 def _stamp(seconds: float) -> str:

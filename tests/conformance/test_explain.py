@@ -243,6 +243,8 @@ def test_bad_questions_are_clear_errors(start_server: Callable[..., ServerProces
     assert status == 400 and len(json.dumps(body)) < 300 and "60000 characters" in body["error"]
     done = cli("--manifests", str(objects), name("down"), "MX")
     assert done.returncode == 2 and "type 'MX'" in done.stderr
+    done = cli("--manifests", str(objects), "--json", "*.prod.svc.clusterset.local")
+    assert done.returncode == 0 and json.loads(done.stdout)["service"] is None, done.stderr
     done = cli(name("down"))
     assert done.returncode == 2 and "--manifests or --server" in done.stderr
     done = cli("--server", f"127.0.0.1:{free_port()}", name("down"))
@@ -266,7 +268,8 @@ def _raw_get(health: int, target: bytes) -> bytes:
 def test_odd_bytes_and_oversized_requests(start_server: Callable[..., ServerProcess],
                                           objects: Path) -> None:
     """Names and types carrying CR LF and a header, NUL, bytes that are not UTF-8,
-    quotes, backslashes and U+2028, raw or percent-encoded: each reply is the fixed
+    quotes, backslashes and U+2028, raw or percent-encoded, a wildcard or a space for the
+    service or the namespace: each reply is the fixed
     head and one JSON document in ASCII (the bytes escaped, no header added); a request
     over the 64 KiB the request line may take is closed unanswered; then /explain and DNS
     still answer."""
@@ -277,7 +280,10 @@ def test_odd_bytes_and_oversized_requests(start_server: Callable[..., ServerProc
                b"/explain?name=%ff%fe%00.clusterset.local.",
                b"/explain?name=\xff\xfe.clusterset.local.",
                b"/explain?name=%22%5c%27.clusterset.local.&type=A%0d%0aX-Injected:%201",
-               b"/explain?name=" + b"%e2%80%a8x" * 20 + b".clusterset.local."]
+               b"/explain?name=" + b"%e2%80%a8x" * 20 + b".clusterset.local.",
+               # a wildcard, a space where a service or a namespace stands
+               b"/explain?name=*.prod.svc.clusterset.local.",
+               b"/explain?name=web.a%20b.svc.clusterset.local."]
     for target in targets:
         reply = _raw_get(health, target)
         head, _, body = reply.partition(b"\r\n\r\n")

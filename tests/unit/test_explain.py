@@ -203,6 +203,21 @@ def test_empty_names_are_400(bad: str) -> None:
     assert json.loads(reply.body)["error"]
 
 
+@pytest.mark.parametrize("qname", [
+    "*." + name("vip")[:-1].split(".", 1)[1], name("vip").replace(NS, "*"),
+    name("a b"), name("vip").replace(NS, "a+b")])
+def test_a_service_or_namespace_no_object_may_have_is_no_service(qname: str) -> None:
+    """A wildcard (or a space, a plus) where the service or the namespace stands: DNS
+    answers it (NXDOMAIN); so does /explain, without a service (before: the account
+    raised InvalidName, so the health port logged a traceback and reset the connection,
+    and the offline command exited 1 with a traceback)."""
+    reply = run(ExplainEndpoint(leaky_cache()).route({"name": qname, "type": "A"}))
+    assert reply.status == 200, reply.body
+    body = json.loads(reply.body)
+    assert body["answer"]["rcode"] == "NXDOMAIN"
+    assert body["service"] is None
+
+
 def test_a_400_does_not_echo_a_long_name() -> None:
     long_name = "a" * 60_000
     reply = run(ExplainEndpoint(build_cache()).route({"name": long_name, "type": "A"}))
