@@ -276,7 +276,8 @@ def _caches(imp: ServiceImport, slices: dict[ObjectKey, EndpointSlice]) -> list[
 
 
 def _answers(cache: Cache) -> dict[bytes, tuple[bytes, bytes]]:
-    return {k: (v.heads, v.body) for k, v in cache.zone.answers.items()}
+    # every answer the zone serves, stored or encoded on first use from the compact index
+    return {k: (v.heads, v.body) for k, v in cache.zone.every_answer()}
 
 
 def _first_zone_b(slices: dict[ObjectKey, EndpointSlice]) -> EndpointSlice:
