@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from clusterset_dns.serving import udpbatch
+from clusterset_dns.serving import observe, udpbatch
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.observe import Address, fan_out
 from clusterset_dns.serving.server import DNSServer, UDPReader, make_socket
@@ -99,7 +99,9 @@ def test_plain_udp_shows_every_answer(client: socket.socket) -> None:
 
 
 def test_tcp_shows_every_answer_and_a_failing_observer_costs_none(
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # logged once a process: this test's failure is the first, whatever ran before it
+    monkeypatch.setattr(observe, "_failed", False)
     seen = Recorder()
 
     def failing(*args: object) -> None:
@@ -139,3 +141,18 @@ def test_fan_out() -> None:
     assert both is not None
     both(b"q", None, False, ("127.0.0.1", 1), 0)
     assert calls == ["a", "b"]
+
+
+def test_a_failing_observer_is_logged_once_with_its_traceback(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(observe, "_failed", False)
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):
+            try:
+                raise RuntimeError("observer bug")
+            except RuntimeError:
+                observe.failed()
+    [record] = [r for r in caplog.records if r.name == "clusterset_dns.serving.observe"]
+    assert record.getMessage() == "answer observer failed (logged once; answers go on)"
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert str(record.exc_info[1]) == "observer bug"
