@@ -156,3 +156,11 @@ def test_a_failing_observer_is_logged_once_with_its_traceback(
     assert record.getMessage() == "answer observer failed (logged once; answers go on)"
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert str(record.exc_info[1]) == "observer bug"
+
+
+def test_fan_out_hands_every_argument_on() -> None:
+    first, second = Recorder(), Recorder()
+    both = fan_out([first, second])
+    assert both is not None
+    both(b"q", b"r", True, ("::1", 53, 0, 0), 12345)
+    assert first.seen == second.seen == [(b"q", b"r", True, ("::1", 53, 0, 0), 12345)]
