@@ -2,8 +2,9 @@
 collector over a Unix or TCP socket with Frame Streams (--dnstap).
 
 Answers never wait for the collector. The DNS path only appends what it answered to
-a bounded queue (:meth:`Tap.observe`); when the queue is full, the answer's messages
-are dropped and counted (``Stats.dnstap_dropped``). A task encodes what is queued
+a bounded queue (:meth:`Tap.observe`): at most ``--dnstap-queue`` answers and
+QUEUE_BYTES of their messages; when it is full, the answer's messages are dropped and
+counted (``Stats.dnstap_dropped``). A task encodes what is queued
 (dnstapwire) and writes it to the collector; while the collector is absent, gone,
 or slower than the answers, the queue fills and drops. The connection is retried
 with a doubling, jittered delay (base.clock.Backoff) on the injected clock. Each
@@ -37,18 +38,25 @@ FLUSH_TIMEOUT = 2.0  # at shutdown: seconds to send what is queued, STOP and rea
 RETRY_FIRST, RETRY_CAP = 0.25, 8.0  # reconnection delays (full jitter, doubling)
 BATCH = 256  # answers encoded per write: then the loop's other work gets its turn
 WRITE_HIGH = 256 << 10  # bytes the connection may hold unsent before we wait for it
+# Bytes of queries and responses queued at most, whatever --dnstap-queue says: a TCP
+# answer may be 64 KiB, so 10,000 of them (the default count) held while the collector
+# is away would be 655 MiB, past the chart's memory limit.
+QUEUE_BYTES = 32 << 20
 
 
 class Tap:
     """The queue between the DNS path and the collector, and the connection to it.
 
-    ``capacity``: answers queued at most (each becomes two frames)."""
+    ``capacity``: answers queued at most (each becomes two frames); ``max_bytes``: bytes
+    of their queries and responses queued at most."""
 
     def __init__(self, target: DnstapTarget, identity: str, version: str, capacity: int,
-                 stats: Stats, clock: Clock = SYSTEM) -> None:
+                 stats: Stats, clock: Clock = SYSTEM, max_bytes: int = QUEUE_BYTES) -> None:
         self.target = target
         self.encoder = wire.Encoder(wire.preamble(identity.encode(), version.encode()))
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.queued_bytes = 0  # of the queries and responses in the queue
         self.stats = stats
         self.clock = clock
         # The messages' times: the clock's wall clock and the stopwatch the transports
@@ -83,9 +91,11 @@ class Tap:
         """serving.observe.Observer: queues one answer, or drops and counts its messages
         when the queue is full. Never blocks; the encoding waits for the sender."""
         queue = self.queue
-        if len(queue) >= self.capacity:
+        size = len(query) if response is None else len(query) + len(response)
+        if len(queue) >= self.capacity or self.queued_bytes + size > self.max_bytes:
             self.stats.dnstap_dropped += 1 if response is None else 2
             return
+        self.queued_bytes += size
         # Both clocks read now: the query's time (monotonic, when it was read) becomes
         # wall-clock time with the offset of this instant, not of a later one (a VM's
         # wall clock may be slewed or stepped meanwhile).
@@ -210,9 +220,10 @@ class Tap:
         """Up to BATCH queued answers as data frames (two each)."""
         queue, frames, heads = self.queue, self.encoder.frames, self._heads
         out: list[bytes] = []
-        count = 0
+        count = size = 0
         for _ in range(min(BATCH, len(queue))):
             query, response, tcp, peer, query_ns, response_ns = queue.popleft()
+            size += len(query) if response is None else len(query) + len(response)
             key = (tcp, peer[0], peer[1])
             head = heads.get(key)
             if head is None:
@@ -222,6 +233,7 @@ class Tap:
             frames(out, head, query_ns, query, response_ns, response)
             count += 1 if response is None else 2
         self.stats.dnstap_sent += count
+        self.queued_bytes -= size
         return b"".join(out)
 
     async def _finish(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

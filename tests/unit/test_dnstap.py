@@ -277,6 +277,40 @@ def test_queue_bound_drops_and_counts_while_no_collector_then_connects() -> None
     run(body)
 
 
+@pytest.mark.parametrize(("slack", "kept"), [(0, 2), (-1, 1)])
+def test_queue_bound_in_bytes_while_no_collector(slack: int, kept: int) -> None:
+    """Large answers (a TCP answer may be 64 KiB) fill the queue's bytes before its
+    count: the answer that fits to the byte is queued, the next dropped and counted;
+    what is sent frees its bytes (before: only the count bounded the queue, 10,000
+    answers of 64 KiB by default)."""
+    big = (b"\0\0" + bytes(60_000), b"\0\0" + bytes(65_533))
+
+    async def body(path: str, stats: Stats, clock: FakeClock) -> None:
+        size = sum(map(len, big))
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 100, stats, clock,
+                         max_bytes=2 * size + slack)
+        tap.start()
+        await until(lambda: bool(clock.pending()), "a retry waiting")
+        for _ in range(3):
+            tap.observe(*big, True, ("127.0.0.1", 1), 0)
+        assert (len(tap.queue), tap.queued_bytes) == (kept, kept * size)
+        assert stats.dnstap_dropped == 2 * (3 - kept)
+        # a query without a response (3 bytes): no room in a full queue, else queued
+        tap.observe(b"\0\0q", None, True, ("127.0.0.1", 1), 0)
+        frames = 2 * kept + (slack < 0)
+        assert len(tap.queue) == kept + (slack < 0)
+        collector = Collector(path)
+        await collector.start()
+        await until(lambda: len(collector.frames) == frames, "the queued answers", clock)
+        assert tap.queued_bytes == 0
+        tap.observe(*big, True, ("127.0.0.1", 1), 0)  # room again
+        await until(lambda: len(collector.frames) == frames + 2, "the next answer", clock)
+        await tap.stop()
+        await collector.close()
+
+    run(body)
+
+
 def test_reconnects_after_the_collector_goes_with_a_growing_jittered_delay() -> None:
     async def body(path: str, stats: Stats, clock: FakeClock) -> None:
         collector, tap = await connected_tap(path, stats, clock, 100)
