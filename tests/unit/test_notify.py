@@ -66,7 +66,8 @@ class Secondary(asyncio.DatagramProtocol):
 
 
 async def run(ignore: int, bursts: int, serial: list[int], soa: notify.Soa | None = None,
-              change: Callable[[], None] | None = None) -> tuple[Secondary, list[str]]:
+              change: Callable[[], None] | None = None,
+              clock: FakeClock | None = None) -> tuple[Secondary, list[str]]:
     """Time (the coalescing wait, each answer's timeout, the back-off) moves only while
     no answer can be on its way: every NOTIFY sent has reached the secondary, and the
     secondary has dropped each one."""
@@ -75,7 +76,7 @@ async def run(ignore: int, bursts: int, serial: list[int], soa: notify.Soa | Non
     sock.bind(("127.0.0.1", 0))
     transport, peer = await loop.create_datagram_endpoint(lambda: Secondary(ignore), sock=sock)
     results: list[str] = []
-    clock = FakeClock()
+    clock = clock or FakeClock()
     notifier = notify.Notifier("clusterset.local", (("127.0.0.1", sock.getsockname()[1]),),
                                soa or soa_of(serial), None, results.append, clock)
     notifier.start()
@@ -112,8 +113,54 @@ def test_unacknowledged_notify_is_retried_until_acknowledged() -> None:
 
 
 def test_notify_gives_up_after_its_tries() -> None:
-    peer, results = asyncio.run(asyncio.wait_for(run(ignore=100, bursts=1, serial=[7]), 20))
+    """Each try waits for its answer, then backs off: 1 s doubling up to 60 s, each wait
+    within 20% of its back-off (jitter), the clock's own."""
+    clock = FakeClock()
+    peer, results = asyncio.run(asyncio.wait_for(run(ignore=100, bursts=1, serial=[7],
+                                                     clock=clock), 20))
     assert len(peer.received) == notify.ATTEMPTS and results.count("failed") == 1
+    waits = [s for s in clock.sleeps if s not in (notify.COALESCE, notify.TIMEOUT)]
+    assert clock.sleeps.count(notify.TIMEOUT) == notify.ATTEMPTS
+    backoffs = [min(notify.FIRST_BACKOFF * 2**i, notify.MAX_BACKOFF)
+                for i in range(notify.ATTEMPTS)]
+    assert backoffs == [1, 2, 4, 8, 16, 32, 60, 60, 60, 60]
+    assert len(waits) == notify.ATTEMPTS
+    assert all(0.8 * b <= w <= 1.2 * b for w, b in zip(waits, backoffs, strict=True)), waits
+    assert len({round(w / b, 6) for w, b in zip(waits, backoffs, strict=True)}) > 1  # jittered
+
+
+def test_a_change_during_the_back_off_sends_the_newer_serial() -> None:
+    """The first NOTIFY (serial 8) is not answered; while it backs off, the zone changes
+    again: the newer serial (9) goes at once, not the retry of 8."""
+    async def main() -> tuple[list[int], list[str]]:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        transport, peer = await loop.create_datagram_endpoint(lambda: Secondary(1), sock=sock)
+        results: list[str] = []
+        clock = FakeClock()
+        serial = [8]
+        notifier = notify.Notifier("clusterset.local", (("127.0.0.1", sock.getsockname()[1]),),
+                                   soa_of(serial), None, results.append, clock)
+        notifier.start()
+        notifier.changed()
+        changed_again = False
+        try:
+            deadline = loop.time() + 10  # a bound, not a measure
+            while "acknowledged" not in results and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+                if not changed_again and notify.TIMEOUT in clock.sleeps:
+                    serial[0] = 9  # the first went unanswered: it is backing off now
+                    notifier.changed()
+                    changed_again = True
+                elif results.count("sent") == len(peer.received) <= 1:
+                    clock.jump()  # only while no answer can be on its way
+        finally:
+            await notifier.stop()
+            transport.close()
+        return [m.answer[0][0].serial for m in peer.received], results
+
+    assert asyncio.run(main()) == ([8, 9], ["sent", "sent", "acknowledged"])
 
 
 def test_the_notify_carries_the_zones_soa_as_it_is_when_sent() -> None:
