@@ -12,7 +12,8 @@ Phases alternate, ``--rounds`` times each, on the same server, 2 s apart: no exp
 request (the control), ``--clients`` processes asking ``/health`` back to back (what any
 client of the port costs, the reference), then as many asking ``/explain?name=big...`` back
 to back (a 429 is asked again at once, as an attacker would), then volleys of 62
-requests at once, one a second. A thread probes ``/ready`` every 0.25 s with the
+requests at once, one a second, then as many asking ``/metrics`` back to back (the
+metrics port is open to every pod too). A thread probes ``/ready`` every 0.25 s with the
 kubelet's 1 s timeout. Printed: p50, p99 and max of the answers in each phase, their
 ratios to the control's, the queries never answered, the failed probes and the explain
 statuses. Nothing here is a test: figures go to docs/benchmark.md and
@@ -106,6 +107,11 @@ def explain_client(port: int, until: float, out: Any, target: str = "") -> None:
 def health_client(port: int, until: float, out: Any) -> None:
     """The reference: /health back to back, what any client of the port can cost."""
     explain_client(port, until, out, "/health")
+
+
+def metrics_client(port: int, until: float, out: Any) -> None:
+    """/metrics back to back (``port``: the metrics port)."""
+    explain_client(port, until, out, "/metrics")
 
 
 def volleys(port: int, until: float, out: Any, size: int = 62) -> None:
@@ -227,24 +233,27 @@ def measure(repo: Path, endpoints: int, clients: int, seconds: float,
     with tempfile.TemporaryDirectory(prefix="explain-burst-") as tmp:
         objects = Path(tmp)
         write_objects(objects, endpoints)
-        port, health, ready = free_port(), free_port(), free_port()
+        port, health, ready, metrics = free_port(), free_port(), free_port(), free_port()
         proc = subprocess.Popen(
             [sys.executable, "-m", "clusterset_dns", "serve", "--listen", f"127.0.0.1:{port}",
              "--health-listen", f"127.0.0.1:{health}", "--ready-listen", f"127.0.0.1:{ready}",
-             "--metrics-listen", "off", "--lameduck", "0", "--manifests", str(objects)],
+             "--metrics-listen", f"127.0.0.1:{metrics}", "--lameduck", "0",
+             "--manifests", str(objects)],
             cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo.resolve())),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             net.wait_answer(port, QUIET, 120)
             url = f"http://127.0.0.1:{ready}/ready"
             runs: dict[str, list[dict[str, Any]]] = {"control": [], "health": [], "burst": [],
-                                                     "volleys": []}
+                                                     "volleys": [], "metrics": []}
             for _ in range(rounds):  # interleaved: the machine's load falls on every phase
                 runs["control"].append(phase(port, seconds, url, 0, health))
                 runs["health"].append(phase(port, seconds, url, clients, health,
                                             health_client))
                 runs["burst"].append(phase(port, seconds, url, clients, health))
                 runs["volleys"].append(phase(port, seconds, url, 1, health, volleys))
+                runs["metrics"].append(phase(port, seconds, url, clients, metrics,
+                                             metrics_client))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
@@ -260,7 +269,8 @@ def ratios(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     control = {key: statistics.median(r[f"{key}_ms"] for r in clean) for key in ("p50", "p99")}
     return {**{f"{load}_{key}_ratio": round(statistics.median(r[f"{key}_ms"] for r in runs[load])
                                             / control[key], 2)
-               for load in ("health", "burst", "volleys") for key in ("p50", "p99")},
+               for load in ("health", "burst", "volleys", "metrics")
+               for key in ("p50", "p99")},
             "control_rounds_used": len(clean),
             "ready_failed": sum(r["ready_failed"] for load in ("burst", "volleys")
                                 for r in runs[load])}
