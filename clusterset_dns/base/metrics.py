@@ -5,7 +5,6 @@ families at scrape time."""
 from __future__ import annotations
 
 import platform
-import time
 from collections.abc import Callable
 
 from prometheus_client import (
@@ -21,6 +20,7 @@ from prometheus_client import (
 )
 
 from clusterset_dns import __version__
+from clusterset_dns.base.clock import SYSTEM
 
 RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
           16: "BADVERS"}
@@ -44,7 +44,7 @@ class Metrics:
     """The instruments of one server: its own registry, so that each server (two in one
     process, or one started again) exposes its own /metrics and counts from zero."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         # exposition's bucket of fresh bodies (SCRAPE_RATE, SCRAPE_BURST)
         self.clock = clock

@@ -44,7 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "base": set(),
     "base.clock": set(),
     "base.config": {"base.names"},
-    "base.metrics": {"__version__"},
+    "base.metrics": {"__version__", "base.clock"},
     "base.names": set(),
     # sources: where objects come from
     "sources": set(),
