@@ -12,6 +12,7 @@ from typing import cast
 import dns.flags
 import dns.message
 import dns.opcode
+import dns.rcode
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
@@ -47,8 +48,9 @@ def zone_soa(cache: Cache) -> notify.Soa:
 class Secondary(asyncio.DatagramProtocol):
     """Records NOTIFYs; acknowledges them once ``ignore`` have been dropped."""
 
-    def __init__(self, ignore: int) -> None:
+    def __init__(self, ignore: int, refuse: int = 0) -> None:
         self.ignore = ignore
+        self.refuse = refuse  # then answer that many with REFUSED
         self.received: list[dns.message.Message] = []
         self.transport: asyncio.DatagramTransport | None = None
 
@@ -61,6 +63,8 @@ class Secondary(asyncio.DatagramProtocol):
         if len(self.received) <= self.ignore:
             return
         reply = dns.message.make_response(message)
+        if len(self.received) <= self.ignore + self.refuse:
+            reply.set_rcode(dns.rcode.REFUSED)
         assert self.transport is not None
         self.transport.sendto(reply.to_wire(), addr)
 
@@ -253,3 +257,35 @@ def test_each_change_after_an_acknowledgement_is_notified_again(
     acknowledged = [r.getMessage() for r in caplog.records if "acknowledged" in r.getMessage()]
     assert [m.split(" by ")[0] for m in acknowledged] == ["NOTIFY of serial 8 acknowledged",
                                                          "NOTIFY of serial 9 acknowledged"]
+
+
+def test_an_answer_with_an_error_is_no_acknowledgement_and_one_is_final() -> None:
+    """REFUSED (opcode NOTIFY) twice: tried again; then acknowledged: not sent again,
+    however long the clock runs on."""
+    async def main() -> tuple[int, list[str]]:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        transport, peer = await loop.create_datagram_endpoint(
+            lambda: Secondary(0, refuse=2), sock=sock)
+        results: list[str] = []
+        clock = FakeClock()
+        notifier = notify.Notifier("clusterset.local", (("127.0.0.1", sock.getsockname()[1]),),
+                                   soa_of([8]), None, results.append, clock)
+        notifier.start()
+        notifier.changed()
+        try:
+            deadline = loop.time() + 10  # a bound, not a measure
+            while "acknowledged" not in results and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+                if results.count("sent") == len(peer.received) and len(peer.received) < 3:
+                    clock.jump()  # only while no answer can be on its way
+            for _ in range(20):  # then the clock runs on: nothing more is sent
+                await asyncio.sleep(0)
+                clock.jump()
+        finally:
+            await notifier.stop()
+            transport.close()
+        return len(peer.received), results
+
+    assert asyncio.run(main()) == (3, ["sent", "sent", "sent", "acknowledged"])
