@@ -88,7 +88,9 @@ def test_within_gives_the_result_or_cancels_the_work() -> None:
         async def slow() -> str:
             try:
                 await asyncio.Event().wait()
-            finally:
+            finally:  # cancelling takes turns of the loop: within waits for them
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
                 cancelled.append(True)
             return "never"
 
