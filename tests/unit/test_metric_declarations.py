@@ -63,7 +63,7 @@ def test_explain_refusals_exist_at_zero_for_both_reasons() -> None:
 
 def test_invalid_kinds_are_the_kubernetes_kinds() -> None:
     metrics = Metrics(clock=FakeClock().monotonic)
-    for short, kind in INVALID_KINDS.items():
+    for short in INVALID_KINDS:
         metrics.invalid(short)
     metrics.invalid("")
     metrics.invalid("Other")
