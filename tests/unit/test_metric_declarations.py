@@ -6,9 +6,11 @@ running server's /metrics by tests/testkit/test_metric_docs.py)."""
 
 from __future__ import annotations
 
+import platform
 import re
 from pathlib import Path
 
+from clusterset_dns import __version__
 from clusterset_dns.base.metrics import INVALID_KINDS, RCODES, Metrics
 from tests.unit.fakeclock import FakeClock
 
@@ -47,12 +49,40 @@ def test_every_declared_family_is_documented_with_its_labels_and_kind() -> None:
         assert docs.get(name) == shape, name
 
 
+def documented_buckets() -> dict[str, list[float]]:
+    """name -> the bucket bounds docs/metrics.md lists after "buckets, seconds:"."""
+    text = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    found = re.findall(r"`(clusterset_dns_[a-z0-9_]+)(?:\{[a-z_,]+\})?` \(histogram[^)]*?"
+                       r"buckets, seconds:\s*`([0-9. ]+)`", text)
+    return {name: [float(bound) for bound in bounds.split()] for name, bounds in found}
+
+
+def test_histogram_buckets_are_the_documented_ones() -> None:
+    metrics = Metrics(clock=FakeClock().monotonic)
+    docs = documented_buckets()
+    histograms = [family for family in metrics.registry.collect() if family.type == "histogram"]
+    assert sorted(family.name for family in histograms) == sorted(docs)
+    for family in histograms:
+        bounds = [float(s.labels["le"]) for s in family.samples
+                  if s.name.endswith("_bucket") and s.labels["le"] != "+Inf"]
+        if not bounds:  # a labelled histogram has no series before its first label
+            bounds = list(metrics.registry._names_to_collectors[family.name]._upper_bounds[:-1])
+        assert bounds == docs[family.name], family.name
+
+
 def test_the_build_info_series_carries_the_version_and_python() -> None:
     metrics = Metrics(clock=FakeClock().monotonic)
     text = metrics.exposition()[1].decode()
     line = next(line for line in text.splitlines() if line.startswith("clusterset_dns_build_info{"))
-    assert re.fullmatch(r'clusterset_dns_build_info\{python="3\.[0-9.]+",version="[^"]+"\} 1\.0',
-                        line), line
+    assert line == (f'clusterset_dns_build_info{{python="{platform.python_version()}",'
+                    f'version="{__version__}"}} 1.0')
+
+
+def test_the_standard_process_and_python_families_are_exposed() -> None:
+    text = Metrics(clock=FakeClock().monotonic).exposition()[1].decode()
+    for family in ("process_resident_memory_bytes", "python_info",
+                   "python_gc_objects_collected_total"):
+        assert f"# TYPE {family} " in text, family
 
 
 def test_explain_refusals_exist_at_zero_for_both_reasons() -> None:
