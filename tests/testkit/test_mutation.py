@@ -92,6 +92,26 @@ def test_a_module_no_test_imports_is_judged_by_the_tests_of_its_importers(
     assert [Path(p).name for p in found] == ["test_a.py"]
 
 
+HELP_SOURCE = ('def f(r):\n    c = Counter(\n        "c_total", "What it counts, "\n'
+               '        "by reason", ["reason"], registry=r)\n    return c\n')
+
+
+@pytest.mark.parametrize(("line", "change", "told"), [
+    (3, '"c_total", "What it counts, " -> "c_total", "XXWhat it counts, XX"', True),
+    (4, '"by reason", ["reason"], registry=r) -> "BY REASON", ["reason"], registry=r)', True),
+    # the name, the labels, the registry stand beside the text: not the HELP text
+    (3, '"c_total", "What it counts, " -> "XXc_totalXX", "What it counts, "', False),
+    (4, '"by reason", ["reason"], registry=r) -> "by reason", ["reason"], registry=None)', False),
+    (4, '"by reason", ["reason"], registry=r) -> "by reason", ["XXreasonXX"], registry=r)', False),
+    (2, 'c = Counter( -> c = None', False),
+    (3, '"c_total", "What it counts, " / x -> (removed)', False),
+])
+def test_survivors_in_help_texts_are_told_apart(line: int, change: str, told: bool) -> None:
+    pieces = mutation.help_text_pieces(HELP_SOURCE)
+    assert pieces == {3: '"What it counts, "', 4: '"by reason"'}
+    assert mutation.only_help_text(line, change, pieces) is told
+
+
 def test_survivors_in_log_calls_are_told_apart() -> None:
     source = 'def f(x):\n    log.info("a %s",\n             x)\n    return x\n'
     assert mutation.log_call_lines(source) == {2, 3}

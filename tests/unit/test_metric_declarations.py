@@ -10,6 +10,8 @@ import platform
 import re
 from pathlib import Path
 
+from prometheus_client.metrics import MetricWrapperBase
+
 from clusterset_dns import __version__
 from clusterset_dns.base.metrics import INVALID_KINDS, RCODES, Metrics
 from tests.unit.fakeclock import FakeClock
@@ -35,8 +37,8 @@ def declared() -> dict[str, tuple[tuple[str, ...], bool]]:
     metrics = Metrics(clock=FakeClock().monotonic)
     out: dict[str, tuple[tuple[str, ...], bool]] = {}
     for family in metrics.registry.collect():
-        if not family.name.startswith("clusterset_dns_"):
-            continue
+        if family.name.startswith(("process_", "python_")):
+            continue  # the standard collectors
         name = family.name + ("_total" if family.type == "counter" else "")
         collector = metrics.registry._names_to_collectors[name]
         out[name] = (tuple(getattr(collector, "_labelnames", ())), family.type == "histogram")
@@ -106,3 +108,16 @@ def test_rcode_names_are_the_iana_mnemonics() -> None:
     # RFC 1035 4.1.1, RFC 2136, RFC 6891 (BADVERS shares 16 with BADSIG)
     assert RCODES == {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP",
                       5: "REFUSED", 16: "BADVERS"}
+
+
+def test_every_instrument_of_metrics_is_registered_in_its_own_registry() -> None:
+    """Each instrument Metrics holds is one of its registry's families (an instrument left
+    out of the registry would count and never show)."""
+    metrics = Metrics(clock=FakeClock().monotonic)
+    state = {"registry", "clock", "tokens", "stamp", "body"}
+    instruments = {name: value for name, value in vars(metrics).items() if name not in state}
+    assert len(instruments) >= 10
+    registered = metrics.registry._collector_to_names
+    for name, value in instruments.items():
+        assert isinstance(value, MetricWrapperBase), name
+        assert value in registered, name
