@@ -15,28 +15,14 @@ import dns.message
 
 from clusterset_dns.process.dnstap import QUEUE_BYTES
 from clusterset_dns_testkit.dnsserver import ServerProcess
+from clusterset_dns_testkit.manifests import headless
 
 NAME = "wide.bulk.svc.clusterset.local."
 ENDPOINTS = 3500  # an A answer of about 56 KB: TCP only
 ANSWERS = 3000  # 168 MB of answers: five times QUEUE_BYTES
 
-OBJECTS = f"""apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceImport
-metadata: {{name: wide, namespace: bulk}}
-spec: {{type: Headless}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: wide
-  namespace: bulk
-  labels:
-    multicluster.kubernetes.io/service-name: wide
-    multicluster.kubernetes.io/source-cluster: east
-addressType: IPv4
-endpoints: [{", ".join(f'{{addresses: ["10.7.{i // 250}.{i % 250 + 1}"]}}'
-                       for i in range(ENDPOINTS))}]
-"""
+OBJECTS = headless("wide", [f"10.7.{i // 250}.{i % 250 + 1}" for i in range(ENDPOINTS)],
+                   namespace="bulk")
 
 
 def read_exactly(sock: socket.socket, size: int) -> bytes:

@@ -18,27 +18,13 @@ import dns.rcode
 
 from clusterset_dns.zone.responses import BUDGET
 from clusterset_dns_testkit.dnsserver import ServerProcess
+from clusterset_dns_testkit.manifests import headless
 
 NAME = "abcdefghijklmnopqrst.bulk.svc.clusterset.local."
 ENDPOINTS = 240  # an A answer of about 4 KB: fits --edns-udp-size 4096
 
-OBJECTS = f"""apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceImport
-metadata: {{name: abcdefghijklmnopqrst, namespace: bulk}}
-spec: {{type: Headless}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: wide
-  namespace: bulk
-  labels:
-    multicluster.kubernetes.io/service-name: abcdefghijklmnopqrst
-    multicluster.kubernetes.io/source-cluster: east
-addressType: IPv4
-endpoints: [{", ".join(f'{{addresses: ["10.7.{i // 250}.{i % 250 + 1}"]}}'
-                       for i in range(ENDPOINTS))}]
-"""
+OBJECTS = headless("abcdefghijklmnopqrst",
+                   [f"10.7.{i // 250}.{i % 250 + 1}" for i in range(ENDPOINTS)], namespace="bulk")
 
 
 def test_distinct_queries_grow_the_server_by_the_byte_budget_at_most(
