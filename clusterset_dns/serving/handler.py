@@ -351,11 +351,11 @@ class Handler:
         if qclass != wire.CLASS_IN or qtype in (wire.AXFR, wire.IXFR):
             return self._error(qid, request_bits, wire.REFUSED, question, edns, tcp=tcp)
         zone = self.zone
-        ans = self.answers.get(question.lower()) or zone.cold(question.lower())
+        key = question.lower()
+        ans = self.answers.get(key) or zone.cold(key)
         if ans is None:
-            name = question[:-4].lower()
+            name = key[:-4]
             state = zone.lookup(name)
-            key = question.lower()
             if state == HAS_RECORDS:
                 # RFC 8482: ANY gets one synthesized record, never the whole node.
                 if qtype == wire.ANY:

@@ -77,6 +77,16 @@ def changes(zone: Zone, old_keys: Iterable[bytes], old_parents: Iterable[bytes],
     return out
 
 
+def host_of(hosts: Hosts, name: bytes) -> bytes | None:
+    """The one packed address of the wire-format name ``name`` in the compact index
+    ``hosts`` (its first label under its parent), or None."""
+    if not name:
+        return None
+    first = name[0] + 1
+    labels = hosts.get(name[first:])
+    return None if labels is None else labels.get(name[:first])
+
+
 class Present:
     """Whether a name exists in what a build made: its names or its compact index."""
 
@@ -89,11 +99,7 @@ class Present:
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, bytes) or not name:
             return False
-        if name in self.names:
-            return True
-        first = name[0] + 1
-        labels = self.hosts.get(name[first:])
-        return labels is not None and name[:first] in labels
+        return name in self.names or host_of(self.hosts, name) is not None
 
 
 def owns_records(answers: Mapping[bytes, wire.Answer], name: bytes) -> bool:
@@ -152,11 +158,7 @@ class Zone:
 
     def host(self, name: bytes) -> bytes | None:
         """The one packed address of an endpoint name of the compact index, or None."""
-        if not name:
-            return None
-        first = name[0] + 1
-        labels = self.hosts.get(name[first:])
-        return None if labels is None else labels.get(name[:first])
+        return host_of(self.hosts, name)
 
     def cold(self, key: bytes) -> wire.Answer | None:
         """The answer to the lower-case question key ``key`` when its name is in the
