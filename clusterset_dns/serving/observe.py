@@ -46,8 +46,12 @@ def fan_out(observers: Sequence[Observer | None]) -> Observer | None:
 
     def observe(query: bytes, response: bytes | None, tcp: bool, peer: Address,
                 started: int) -> None:
+        # each on its own: a query log that raises must not cost dnstap its message
         for each in present:
-            each(query, response, tcp, peer, started)
+            try:
+                each(query, response, tcp, peer, started)
+            except Exception:
+                failed()
 
     return observe
 

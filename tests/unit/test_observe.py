@@ -164,3 +164,23 @@ def test_fan_out_hands_every_argument_on() -> None:
     assert both is not None
     both(b"q", b"r", True, ("::1", 53, 0, 0), 12345)
     assert first.seen == second.seen == [(b"q", b"r", True, ("::1", 53, 0, 0), 12345)]
+
+
+def test_fan_out_goes_on_past_an_observer_that_raises(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the query log failing must not cost dnstap its message (nor the other way round)
+    monkeypatch.setattr(observe, "_failed", False)
+    after = Recorder()
+
+    def failing(*args: object) -> None:
+        raise RuntimeError("observer bug")
+
+    both = fan_out([failing, after])
+    assert both is not None
+    with caplog.at_level(logging.ERROR):
+        both(b"q1", b"r1", False, ("127.0.0.1", 1), 1)
+        both(b"q2", None, True, ("127.0.0.1", 2), 2)
+    assert after.seen == [(b"q1", b"r1", False, ("127.0.0.1", 1), 1),
+                          (b"q2", None, True, ("127.0.0.1", 2), 2)]
+    assert [r.getMessage() for r in caplog.records].count(
+        "answer observer failed (logged once; answers go on)") == 1
