@@ -21,8 +21,11 @@ TIMEOUT = 10.0  # seconds for the /explain request
 
 def _offline(config: Config, name: str, type_text: str) -> dict[str, Any]:
     assert config.manifests is not None
+    # Every flag the server answers by, as dump's cache (--node-name and
+    # --serve-terminating were left out: the account then differed from the answers)
     cache = Cache(names.ZoneNames(config.zone), config.ttl, config.ns_addresses,
-                  cluster_id=config.cluster_id, topology_zone=config.topology_zone)
+                  cluster_id=config.cluster_id, topology_zone=config.topology_zone,
+                  node_name=config.node_name, serve_terminating=config.serve_terminating)
 
     def apply(ops: list[Op]) -> None:
         cache.apply(ops)
