@@ -13,7 +13,6 @@ import argparse
 import ast
 import datetime as dt
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from clusterset_dns_testkit import mutcache
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutate"
@@ -138,9 +139,12 @@ def _toml_list(items: Sequence[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
-def prepare(paths: Sequence[str], tests: Sequence[str]) -> None:
+def prepare(paths: Sequence[str], tests: Sequence[str],
+            fresh: bool = False) -> tuple[dict[str, str], bool]:
     """The scratch tree: this checkout's server, test kit and unit tests, and a
-    pyproject.toml telling mutmut what to mutate and which tests judge it."""
+    pyproject.toml telling mutmut what to mutate and which tests judge it. Each file's
+    cached verdicts kept, partly kept or dropped (mutcache.decide): the decision by file,
+    and whether mutmut's map from functions to tests is to be made again."""
     WORK.mkdir(exist_ok=True)
     for name in ("clusterset_dns", "tests", *DATA):
         shutil.rmtree(WORK / name, ignore_errors=True)
@@ -149,17 +153,13 @@ def prepare(paths: Sequence[str], tests: Sequence[str]) -> None:
     for name in DATA:
         shutil.copytree(ROOT / name, WORK / name, ignore=ignore)
     shutil.copytree(ROOT / "tests" / "unit", WORK / "tests" / "unit", ignore=ignore)
-    # mutmut keeps a verdict while its function is unchanged, whatever the tests became:
-    # here verdicts are kept only while the code and the tests are exactly as they were
-    # (so that a second run goes on where the first stopped, and no further)
-    tree = _fingerprint([WORK / "clusterset_dns", WORK / "clusterset_dns_testkit",
-                         WORK / "tests"], tests)
+    mutcache.sync_copies(WORK)
+    restats = mutcache.drop_stale_stats(WORK, paths, tests, fresh)
+    kills = [code for code, kind in _VERDICTS.items() if kind == KILLED]
+    decisions: dict[str, str] = {}
     for path in paths:
-        mark = WORK / "mutants" / f"{path}.tree"
-        if not mark.exists() or mark.read_text() != tree:
-            (WORK / "mutants" / f"{path}.meta").unlink(missing_ok=True)
-            mark.parent.mkdir(parents=True, exist_ok=True)
-            mark.write_text(tree)
+        decisions[path] = mutcache.apply(WORK, path, mutcache.mark_of(WORK, path, tests),
+                                         fresh, kills)
         # newer than mutmut's copy: mutated again (copytree kept the checkout's time, and
         # mutmut leaves alone a file whose copy is newer, as after a run that did not
         # mutate it)
@@ -173,14 +173,7 @@ pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = {_toml_list(tests)}
 """
     (WORK / "pyproject.toml").write_text(config, encoding="utf-8")
-
-
-def _fingerprint(roots: Sequence[Path], tests: Sequence[str]) -> str:
-    digest = hashlib.sha256("\n".join(tests).encode())
-    for root in roots:
-        for file in sorted(root.rglob("*.py")):
-            digest.update(str(file.relative_to(WORK)).encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
+    return decisions, restats
 
 
 def run_mutmut(budget: float, jobs: int, log: Path, only: Sequence[str] = ()) -> bool:
@@ -471,6 +464,13 @@ def print_results(results: Sequence[FileResult], equivalent: dict[str, Any]) -> 
     return lost
 
 
+_CACHE_NOTES = {
+    mutcache.KEEP: "cached verdicts kept (code and tests unchanged)",
+    mutcache.RETEST: "only the tests changed: kills kept, the other mutants run again",
+    mutcache.DROP: "run from the start (first run, the code changed, a test file no longer "
+                   "judges it, or --fresh)"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/mutate", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", help="files of clusterset_dns/ to mutate "
@@ -485,6 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mutants", nargs="+", default=[], metavar="GLOB",
                         help="only the mutants whose mutmut names match, e.g. "
                         "'clusterset_dns.transfers.xfr.xǁTransfersǁ_tsig_error*'")
+    parser.add_argument("--fresh", action="store_true", help="drop the cached verdicts of "
+                        "these files (after a test was weakened or removed: otherwise kills "
+                        "are kept while only the tests change)")
     parser.add_argument("--report", action="store_true", help="record the results in "
                         "docs/mutation/results.json and regenerate docs/testing.md's table")
     parser.add_argument("--table", action="store_true",
@@ -504,9 +507,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     tests = args.tests or covering_tests(paths)
     if not tests:
         parser.error("no unit test imports these modules: name them with --tests")
-    print(f"mutate: {' '.join(paths)}\n  judged by {' '.join(tests)}\n  budget {args.budget:.0f} s,"
-          f" {args.jobs} process(es); mutmut's log in {os.path.relpath(WORK, Path.cwd())}/run.log")
-    prepare(paths, tests)
+    print(f"mutate: {' '.join(paths)}\n  judged by {len(tests)} test file(s): {' '.join(tests)}"
+          f"\n  budget {args.budget:.0f} s, {args.jobs} process(es); mutmut's log in "
+          f"{os.path.relpath(WORK, Path.cwd())}/run.log")
+    decisions, restats = prepare(paths, tests, args.fresh)
+    for path, decision in decisions.items():
+        print(f"  {path}: {_CACHE_NOTES[decision]}")
+    if restats or not (WORK / "mutants" / "mutmut-stats.json").exists():
+        print(f"  first, mutmut runs the {len(tests)} test file(s) once to map functions to "
+              "tests (a widely imported file: narrow them with --tests)")
     finished = run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
     results = collect(paths, args.mutants)
     if not any(r.total for r in results):

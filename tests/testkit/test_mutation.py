@@ -4,11 +4,13 @@ results are fresh is for whoever runs scripts/mutate --report)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from clusterset_dns_testkit import mutation
+from clusterset_dns_testkit import mutation, mutcache
 
 SOURCE = '''import x
 
@@ -134,3 +136,124 @@ def test_a_class_reached_through_an_importer_brings_its_tests(tmp_path: Path) ->
                                        "app.helper()\napp.Sinks()\n")
     found = mutation.covering_tests(["clusterset_dns/process/sink.py"], tests, source)
     assert [Path(p).name for p in found] == ["test_pacing.py", "test_sink.py"]
+
+
+# -- the cache of verdicts (mutcache) ------------------------------------------------------
+
+MARK = mutcache.Mark(file="f1", code="c1", tests="t1", selection=("tests/unit/test_a.py",))
+
+
+@pytest.mark.parametrize(("old", "fresh", "decision"), [
+    (MARK, False, mutcache.KEEP),
+    (MARK, True, mutcache.DROP),
+    (None, False, mutcache.DROP),  # no mark, or one an older scripts/mutate wrote
+    (replace(MARK, file="f0"), False, mutcache.DROP),  # the mutated file changed
+    (replace(MARK, code="c0"), False, mutcache.DROP),  # the rest of the server changed
+    (replace(MARK, tests="t0"), False, mutcache.RETEST),  # a test added or changed
+    # one more test file judges it: kills stay kills
+    (replace(MARK, selection=()), False, mutcache.RETEST),
+    # a test file no longer judges it: a kill it made is not known to be one
+    (replace(MARK, selection=("tests/unit/test_a.py", "tests/unit/test_b.py")), False,
+     mutcache.DROP),
+    (replace(MARK, tests="t0", code="c0"), False, mutcache.DROP),
+])
+def test_cached_verdicts_are_kept_while_the_code_is(old: mutcache.Mark | None, fresh: bool,
+                                                    decision: str) -> None:
+    assert mutcache.decide(old, MARK, fresh) == decision
+
+
+def test_a_mark_round_trips_and_an_old_one_is_none() -> None:
+    assert mutcache.Mark.loads(MARK.dumps()) == MARK
+    assert mutcache.Mark.loads("3f9a" * 16) is None
+    assert mutcache.Mark.loads('{"file": "f"}') is None
+
+
+def test_after_a_test_change_only_kills_are_kept() -> None:
+    killed = [code for code, kind in mutation._VERDICTS.items() if kind == mutation.KILLED]
+    codes: dict[str, int | None] = {"k1": 1, "k3": 3, "crash": -11, "typed": 37, "slow": 36,
+                                    "xcpu": -24, "lived": 0, "none": 33, "todo": None,
+                                    "odd": 35}
+    assert mutcache.retest(codes, killed) == {
+        "k1": 1, "k3": 3, "crash": -11, "typed": 37, "slow": None, "xcpu": None,
+        "lived": None, "none": None, "todo": None, "odd": None}
+
+
+def _work(tmp_path: Path) -> Path:
+    for name, text in [("clusterset_dns/zone/a.py", "A = 1\n"),
+                       ("clusterset_dns/zone/b.py", "B = 1\n"),
+                       ("clusterset_dns_testkit/kit.py", "K = 1\n"),
+                       ("tests/unit/test_a.py", "def test_a() -> None: ...\n")]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_the_cache_follows_the_code_and_the_tests(tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    path, tests = "clusterset_dns/zone/a.py", ["tests/unit/test_a.py"]
+    meta = work / "mutants" / f"{path}.meta"
+    kills = [1]
+
+    def run(fresh: bool = False) -> str:
+        decision = mutcache.apply(work, path, mutcache.mark_of(work, path, tests), fresh, kills)
+        if not meta.exists():  # what mutmut would write
+            meta.write_text(json.dumps({"exit_code_by_key": {"m1": 1, "m2": 0}}))
+        return decision
+
+    def codes() -> dict[str, int | None]:
+        return dict(json.loads(meta.read_text())["exit_code_by_key"])
+
+    assert run() == mutcache.DROP
+    assert run() == mutcache.KEEP and codes() == {"m1": 1, "m2": 0}
+    (work / "tests/unit/test_a.py").write_text("def test_a() -> None: assert True\n")
+    assert run() == mutcache.RETEST and codes() == {"m1": 1, "m2": None}
+    (work / "clusterset_dns_testkit/kit.py").write_text("K = 2\n")
+    meta.write_text(json.dumps({"exit_code_by_key": {"m1": 1, "m2": 0}}))
+    assert run() == mutcache.RETEST and codes() == {"m1": 1, "m2": None}
+    (work / "clusterset_dns/zone/b.py").write_text("B = 2\n")
+    assert run() == mutcache.DROP and codes() == {"m1": 1, "m2": 0}  # a new meta
+    (work / path).write_text("A = 2\n")
+    assert run() == mutcache.DROP
+    assert run(fresh=True) == mutcache.DROP
+    assert run() == mutcache.KEEP
+
+
+def test_stale_stats_are_dropped(tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    stats = work / "mutants" / "mutmut-stats.json"
+    paths, tests = ["clusterset_dns/zone/a.py"], ["tests/unit/test_a.py"]
+
+    def dropped(paths: list[str] = paths, tests: list[str] = tests, fresh: bool = False) -> bool:
+        stats.parent.mkdir(exist_ok=True)
+        if not stats.exists():  # mutmut makes them again
+            stats.write_text("{}")
+        gone = mutcache.drop_stale_stats(work, paths, tests, fresh)
+        assert stats.exists() is not gone
+        return gone
+
+    assert dropped()  # made by an earlier scripts/mutate, from who knows what
+    assert not dropped()
+    (work / "tests/unit/test_a.py").write_text("def test_a() -> None: assert True\n")
+    assert dropped()
+    assert not dropped()
+    (work / "clusterset_dns/zone/b.py").write_text("B = 2\n")
+    assert dropped()
+    assert dropped(paths=["clusterset_dns/zone/b.py"])  # made for another file's functions
+    assert dropped(tests=["tests/unit/test_a.py", "tests/unit/test_b.py"])
+    assert dropped()
+    assert dropped(fresh=True)
+    assert not dropped(fresh=False)
+
+
+def test_copies_not_as_the_server_is_now_are_removed(tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    copies = work / "mutants" / "clusterset_dns" / "zone"
+    copies.mkdir(parents=True)
+    (copies / "a.py").write_text("A = 1\n")  # as it is
+    (copies / "b.py").write_text("B = 0\n")  # changed since it was copied
+    (copies / "c.py").write_text("C = 0\n")  # removed since
+    for kept in ("a.py.meta", "a.py.spans", "a.py.tree"):
+        (copies / kept).write_text("{}")
+    assert mutcache.sync_copies(work) == ["clusterset_dns/zone/b.py", "clusterset_dns/zone/c.py"]
+    assert sorted(p.name for p in copies.iterdir()) == \
+        ["a.py", "a.py.meta", "a.py.spans", "a.py.tree"]
