@@ -68,8 +68,6 @@ UdpTransfer = Callable[[bytes, str, int], "bytes | None"]
 DROP = b""
 _NOTAUTH = 9
 
-
-
 # RFC 8914 texts that do not depend on the data (the rest come with the answers).
 NOT_SYNCED = wire.ede(wire.EDE_NOT_READY, "not synced: the first full list of "
                       "ServiceImports and EndpointSlices has not completed yet")
@@ -114,6 +112,7 @@ class Handler:
         self.zone = zone
         self.answers = zone.answers  # same dict object for the process's life
         self.negatives = zone.negatives  # the same too: cleared in place on every change
+        self._first = zone.first_use.get  # and this one's recent half (firstuse.py)
         self.responses = zone.responses  # and this one (responses.ResponseMemory)
         self._recall = self.responses.get  # one attribute less per answer on the fast path
         self.cap = max(_UDP_PLAIN, udp_payload_cap)
@@ -207,7 +206,8 @@ class Handler:
             if counts == _ONE_QUESTION:
                 question = rest[10:]
                 key = question.lower()
-                ans = self.answers.get(key) or self.negatives.get(key) or self._negative(key)
+                ans = (self.answers.get(key) or self._first(key) or self.negatives.get(key)
+                       or self._negative(key))
                 if ans is not None and size + ans.size <= (_TCP_ROOM if tcp else _UDP_ROOM):
                     index = (_BASES[tcp][rest[-3]] if not rest[-4] else _OTHER[tcp]) + ans.rcode
                     self._counts[index] += 1
@@ -226,8 +226,8 @@ class Handler:
                 if edns is not None:  # an option-less OPT of EDNS version 0
                     question = rest[10 : size - OPT_LEN]
                     key = question.lower()
-                    ans = (self.answers.get(key) or self.negatives.get(key)
-                           or self._negative(key))
+                    ans = (self.answers.get(key) or self._first(key)
+                           or self.negatives.get(key) or self._negative(key))
                     if ans is not None and size + ans.size <= (_TCP_ROOM if tcp else edns[0]):
                         at = size - OPT_LEN - 4  # the question's type
                         index = (_BASES[tcp][rest[at + 1]] if not rest[at] else _OTHER[tcp]) \
@@ -262,11 +262,13 @@ class Handler:
         well-formed IN question, ANY, a transfer, outside the zone, or not synced yet).
         What it finds is remembered in ``zone.negatives``, so that the same miss costs
         one look-up next time (a typo repeated by every client's retries and search
-        list). An endpoint name of the zone's compact index gets its answer, encoded
-        now and remembered there alike (bounded and emptied with them)."""
-        ans = self.zone.cold(key)
+        list). A name of the compact index gets its answer, encoded now or from the older
+        half of ``zone.first_use``, remembered there (changes to other names keep it)."""
+        first_use = self.zone.first_use
+        ans = first_use.take(key) or self.zone.cold(key)
         if ans is not None:
-            return self._remember(key, ans)
+            first_use.put(key, ans)  # back into the recent half, or in for the first time
+            return ans
         size = len(key)
         if size < 5 or key[size - 2 :] != b"\x00\x01":
             return None  # malformed, or a class other than IN

@@ -463,11 +463,7 @@ class Cache:
             for name in old[2]:
                 explained.pop(name, None)
         explained.update(new.explained)
-        hosts = self.zone.hosts
-        if old is not None:
-            for parent in old[3]:
-                del hosts[parent]
-        hosts.update(new.hosts)
+        self.zone.replace_hosts(old[3] if old is not None else (), new.hosts)
         # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
         return tuple(new.answers), empty, tuple(new.explained), tuple(new.hosts)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from clusterset_dns.zone import truncate, wire
+from clusterset_dns.zone.firstuse import FirstUse
 from clusterset_dns.zone.responses import ResponseMemory
 
 NEGATIVES_CAP = 16_384
@@ -128,6 +129,10 @@ class Zone:
     # NEGATIVES_CAP). They depend on the serial (the SOA in them), on which names
     # exist and on ``synced``: :meth:`changed` empties them whenever any of these moves.
     negatives: dict[bytes, wire.Answer] = field(default_factory=dict)
+    # Answers of the compact index's names encoded on first use (firstuse.FirstUse):
+    # they depend only on their name's entry in ``hosts``, so they outlive changes;
+    # the cache forgets those whose entries an update replaces.
+    first_use: FirstUse = field(default_factory=FirstUse)
     # Whole UDP responses the handler built (responses.ResponseMemory). Same lifetime
     # rule.
     responses: ResponseMemory = field(default_factory=ResponseMemory)
@@ -156,6 +161,19 @@ class Zone:
         self.responses.clear()
         self.cut_forms.clear()
 
+    def replace_hosts(self, old_parents: Iterable[bytes], hosts: Hosts) -> None:
+        """Puts a service's new compact index entries ``hosts`` in place of its old
+        ones (``old_parents``), forgetting the remembered answers of the names whose
+        address moved or went; every other name's (of this service too) stays right."""
+        index, first_use = self.hosts, self.first_use
+        for parent in old_parents:
+            labels = index.pop(parent)
+            if first_use:
+                now = hosts.get(parent, {})
+                first_use.forget(label + parent + FAMILY_SUFFIX[len(packed)]
+                                 for label, packed in labels.items() if now.get(label) != packed)
+        index.update(hosts)
+
     def host(self, name: bytes) -> bytes | None:
         """The one packed address of an endpoint name of the compact index, or None."""
         return host_of(self.hosts, name)
@@ -163,7 +181,7 @@ class Zone:
     def cold(self, key: bytes) -> wire.Answer | None:
         """The answer to the lower-case question key ``key`` when its name is in the
         compact index and has a record of the type, encoded now (a few microseconds:
-        the handler remembers it with the negatives); None otherwise."""
+        the handler remembers it in ``first_use``); None otherwise."""
         packed = self.host(key[:-4])
         if packed is None or key[-4:] != FAMILY_SUFFIX[len(packed)]:
             return None

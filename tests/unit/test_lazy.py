@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,9 +23,8 @@ from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.process.dump import zone_lines
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.transfers import zonedata
-from clusterset_dns.zone import wire
+from clusterset_dns.zone import firstuse, wire
 from clusterset_dns.zone.cache import (
-    NEGATIVES_CAP,
     Cache,
     Change,
     Op,
@@ -69,7 +69,9 @@ def _slice(draw: st.DrawFn, name: str) -> EndpointSlice:
 
 @st.composite
 def headless_updates(draw: st.DrawFn) -> list[list[Op]]:
-    """A first list, then a few updates: slices put, changed and deleted."""
+    """A first list, then a few updates: slices put, changed and deleted, or the same
+    slice with its endpoints' addresses moved (names kept: what a remembered answer
+    must not outlive)."""
     imports = {("prod", svc): ServiceImport("prod", svc, ServiceType.HEADLESS, (),
                                             (Port("http", "tcp", 80),))
                for svc in ("web", "db")}
@@ -77,9 +79,18 @@ def headless_updates(draw: st.DrawFn) -> list[list[Op]]:
     first = {("prod", n): draw(_slice(n)) for n in draw(st.lists(st.sampled_from(names),
                                                                  max_size=4))}
     steps: list[list[Op]] = [[ReplaceImports(imports), ReplaceSlices(first), SetSynced(True)]]
+    now = dict(first)
     for _ in range(draw(st.integers(0, 4))):
         n = draw(st.sampled_from(names))
-        steps.append([PutSlice(("prod", n), draw(st.one_of(st.none(), _slice(n))))])
+        old = now.get(("prod", n))
+        if old is not None and draw(st.booleans()):
+            piece: EndpointSlice | None = replace(old, endpoints=tuple(
+                replace(e, addresses=tuple(ipaddress.ip_address(int(ip) + draw(
+                    st.integers(0, 2))) for ip in e.addresses)) for e in old.endpoints))
+        else:
+            piece = draw(st.one_of(st.none(), _slice(n)))
+        now[("prod", n)] = piece  # type: ignore[assignment]
+        steps.append([PutSlice(("prod", n), piece)])
     return steps
 
 
@@ -148,11 +159,18 @@ def _same(lazy: Cache, eager: Cache) -> None:
                             assert ha.handle(q, tcp) == hb.handle(q, tcp), (asked, qtype)
 
 
+# The default budget, and one of a few answers a half: the memory turns all the time.
+BUDGETS = st.sampled_from([firstuse.BUDGET, 600])
+
+
 @pytest.mark.timeout(300)
 @SETTINGS
-@given(headless_updates())
-def test_first_use_answers_what_the_encoded_answers_did(steps: list[list[Op]]) -> None:
+@given(headless_updates(), BUDGETS)
+def test_first_use_answers_what_the_encoded_answers_did(steps: list[list[Op]],
+                                                        budget: int) -> None:
+    """After every update, with what earlier updates left remembered."""
     lazy, eager, lazy_log, eager_log = _pair()
+    lazy.zone.first_use.budget = budget
     for ops in steps:
         lazy.apply(ops)
         eager.apply(ops)
@@ -162,16 +180,18 @@ def test_first_use_answers_what_the_encoded_answers_did(steps: list[list[Op]]) -
 
 @pytest.mark.timeout(300)
 @SETTINGS
-@given(st.lists(OBJECTS, max_size=10))
-def test_first_use_over_any_objects(objects: list[dict[str, Any]]) -> None:
+@given(st.lists(OBJECTS, max_size=10), BUDGETS)
+def test_first_use_over_any_objects(objects: list[dict[str, Any]], budget: int) -> None:
     """The property suite's universe: colliding names, limits, junk, bulk lists."""
     ops = [op for op in map(to_op, objects) if op is not None]
     lazy, eager, lazy_log, eager_log = _pair()
+    lazy.zone.first_use.budget = budget
     for cache in (lazy, eager):
         cache.apply([SetSynced(True)])
-        for op in ops:
+    for op in ops:
+        for cache in (lazy, eager):
             cache.apply([op])
-    _same(lazy, eager)
+        _same(lazy, eager)
     assert lazy_log == eager_log
 
 
@@ -207,19 +227,85 @@ def test_an_endpoint_name_is_indexed_not_encoded() -> None:
     assert cache.zone.cold(b"") is None and cache.zone.cold(b"\x00\x00\x01\x00\x01") is None
 
 
-def test_a_cold_answer_is_remembered_until_the_cap_then_they_start_over() -> None:
+def _serve(cache: Cache, service: str, hosts: dict[str, str], cluster: str = "east") -> None:
+    """Service ``service`` with one endpoint a host name -> its address."""
+    cache.apply([PutImport(("prod", service), ServiceImport(
+                    "prod", service, ServiceType.HEADLESS, (), (Port("http", "tcp", 80),))),
+                 PutSlice(("prod", f"{service}-1"), EndpointSlice(
+                     "prod", f"{service}-1", service, cluster,
+                     tuple(Endpoint((ipaddress.ip_address(ip),), host)
+                           for host, ip in hosts.items()), (Port("http", "tcp", 80),))),
+                 SetSynced(True)])
+
+
+def _ask(handler: Handler, name: str, qtype: int = wire.A) -> bytes:
+    # Over TCP: the remembered responses (UDP only) do not answer before the zone.
+    reply = handler.handle(_query(_key(name)[:-4], qtype, False), True)
+    assert reply is not None
+    return reply
+
+
+def test_the_first_use_memory_is_bounded_in_bytes_least_recently_used_first() -> None:
     cache = Cache(ZoneNames(ZONE), 5)
-    _one(cache)
+    _serve(cache, "web", {f"h{i}": f"10.0.0.{i + 1}" for i in range(4)})
     handler = Handler(cache.zone, DEFAULT_UDP_CAP)
-    key = _key(f"h0.east.web.prod.svc.{ZONE}")
-    negatives = cache.zone.negatives
-    for i in range(NEGATIVES_CAP - 1):
-        negatives[b"filler%d" % i] = cache.zone.nodata  # type: ignore[assignment]
-    handler.handle(_query(key[:-4], wire.A, False), False)
-    assert len(negatives) == NEGATIVES_CAP and key in negatives  # the last one that fits
-    other = _key(f"h0.east.web.prod.svc.{ZONE}", wire.AAAA)
-    handler.handle(_query(other[:-4], wire.AAAA, False), False)
-    assert list(negatives) == [other]  # full: started over with what is asked now
+    memory = cache.zone.first_use
+    keys = [_key(f"h{i}.east.web.prod.svc.{ZONE}") for i in range(4)]
+    one = firstuse.cost(keys[0], cache.zone.cold(keys[0]))  # type: ignore[arg-type]
+    assert one == len(keys[0]) + 16 + firstuse.OVERHEAD  # owner pointer, head, 4 bytes
+    memory.budget = 4 * one  # each half: two answers exactly
+    for i in (0, 1):
+        _ask(handler, f"h{i}.east.web.prod.svc.{ZONE}")
+    assert memory.order() == keys[:2] and memory.recent_used == 2 * one  # the one that fits
+    _ask(handler, f"h2.east.web.prod.svc.{ZONE}")  # passes the half: it turns
+    assert memory.order() == keys[:3] and (memory.older_used, memory.recent_used) == (2 * one, one)
+    _ask(handler, f"h0.east.web.prod.svc.{ZONE}")  # used again: back to the recent half
+    assert memory.order() == [keys[1], keys[2], keys[0]]
+    assert memory.used == 3 * one
+    reply = _ask(handler, f"h3.east.web.prod.svc.{ZONE}")  # turns: h1, least recently used, goes
+    assert reply.endswith(bytes([10, 0, 0, 4]))
+    assert memory.order() == [keys[2], keys[0], keys[3]] and memory.used == 3 * one
+    assert memory.used <= memory.budget
+    for i in range(4):  # what went is encoded again, the same bytes
+        assert _ask(handler, f"h{i}.east.web.prod.svc.{ZONE}").endswith(bytes([10, 0, 0, i + 1]))
+    # One byte less: the second answer no longer fits beside the first.
+    small = Cache(ZoneNames(ZONE), 5)
+    _serve(small, "web", {f"h{i}": f"10.0.0.{i + 1}" for i in range(4)})
+    small.zone.first_use.budget = 4 * one - 2
+    handler = Handler(small.zone, DEFAULT_UDP_CAP)
+    for i in (0, 1):
+        _ask(handler, f"h{i}.east.web.prod.svc.{ZONE}")
+    assert (small.zone.first_use.older_used, small.zone.first_use.recent_used) == (one, one)
+
+
+def test_an_update_keeps_the_remembered_answers_of_other_names_only() -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    _serve(cache, "web", {"h0": "10.0.0.1", "h1": "10.0.0.2"})
+    _serve(cache, "db", {"h0": "10.0.1.1"})
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    memory = cache.zone.first_use
+    web0, web1 = (f"h{i}.east.web.prod.svc.{ZONE}" for i in (0, 1))
+    db0 = f"h0.east.db.prod.svc.{ZONE}"
+    missing = f"nope.east.web.prod.svc.{ZONE}"
+    for name in (web0, web1, db0, missing):
+        _ask(handler, name)
+    assert set(memory.order()) == {_key(web0), _key(web1), _key(db0)}
+    soa_before = _ask(handler, missing)[-20:]  # its SOA's serial ... minimum
+    _serve(cache, "web", {"h0": "10.0.0.9", "h1": "10.0.0.2"})  # web's h0 moves
+    assert set(memory.order()) == {_key(web1), _key(db0)}  # db's and web's h1 stay
+    assert _ask(handler, web0).endswith(bytes([10, 0, 0, 9]))
+    assert _ask(handler, missing)[-20:] != soa_before  # the negative's SOA: the new serial
+    assert _ask(handler, missing)[-20:-16] == cache.zone.serial.to_bytes(4, "big")
+    _serve(cache, "web", {"h0": "fd00::9", "h1": "10.0.0.2"})  # another family: A is NODATA
+    assert _key(web0) not in memory and _key(web1) in memory
+    assert _ask(handler, web0, wire.AAAA).endswith(ipaddress.ip_address("fd00::9").packed)
+    assert _ask(handler, web0)[3] & 0x0F == 0 and _ask(handler, web0)[6:8] == b"\x00\x00"
+    _serve(cache, "db", {"h0": "10.0.1.1"}, cluster="west")  # db moves to another cluster
+    assert _key(db0) not in memory and _key(web1) in memory
+    assert _ask(handler, db0)[3] & 0x0F == 3  # NXDOMAIN
+    cache.apply([PutSlice(("prod", "web-1"), None)])  # web's names go
+    assert not any(key.endswith(_key(f"east.web.prod.svc.{ZONE}")) for key in memory.order())
+    assert _ask(handler, web1)[3] & 0x0F == 3
 
 
 def test_a_change_empties_what_was_encoded_and_the_index_follows() -> None:
@@ -229,9 +315,9 @@ def test_a_change_empties_what_was_encoded_and_the_index_follows() -> None:
     handler = Handler(cache.zone, DEFAULT_UDP_CAP)
     key = _key(f"h0.east.web.prod.svc.{ZONE}")
     handler.handle(_query(key[:-4], wire.A, False), False)
-    assert key in cache.zone.negatives
+    assert key in cache.zone.first_use
     _one(cache, address=ipaddress.IPv4Address("10.0.0.2"))  # the service changes
-    assert key not in cache.zone.negatives
+    assert key not in cache.zone.first_use
     reply = handler.handle(_query(key[:-4], wire.A, False), False)
     assert reply is not None and reply.endswith(bytes([10, 0, 0, 2]))
     db = _key(f"h0.east.db.prod.svc.{ZONE}")[:-4]
