@@ -122,8 +122,20 @@ def covering_tests(paths: Iterable[str], tests_dir: Path = ROOT / "tests" / "uni
             if names else None
         found += [t for t, imported in tests.items() if t not in found and imported & users
                   and used is not None and used.search(t.read_text(encoding="utf-8"))]
+        # and those importing one of its names from a module that imports it
+        # (from serving.server import UDPReader: udpplain's)
+        again = {f"{user}.{name}" for user in users for name in public_names(paths, source)}
+        found += [t for t, imported in tests.items() if t not in found and imported & again]
         found.sort()
     return [os.path.relpath(t, ROOT) for t in found]
+
+
+def public_names(paths: Iterable[str], source: Path) -> set[str]:
+    """The public classes and functions the modules at ``paths`` define."""
+    return {node.name for path in paths if (source.parent / path).is_file()
+            for node in ast.parse((source.parent / path).read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and not node.name.startswith("_")}
 
 
 def class_names(paths: Iterable[Path]) -> set[str]:
@@ -253,11 +265,30 @@ def describe(source: str, mutant: str, diff: str) -> tuple[int, str]:
     span = function_span(source, mutant)
     lines = source.splitlines()
     first, last = span or (1, len(lines))
-    if removed:
-        for number in range(first, last + 1):
-            if lines[number - 1].strip() == removed[0]:
-                return number, text
+    # the line of the function showing the removed text, nearest where the diff puts it
+    # (a line such as "timed = 0.0" may stand twice in a function)
+    found = [n for n in range(first, last + 1) if removed and lines[n - 1].strip() == removed[0]]
+    if found:
+        guess = first + removed_offset(diff)
+        return min(found, key=lambda n: abs(n - guess)), text
     return first, text
+
+
+def removed_offset(diff: str) -> int:
+    """How many lines after the function's first line mutmut's diff puts the first
+    removed line (its hunk counts from the function's first line, 1)."""
+    offset = 0
+    for line in diff.splitlines():
+        hunk = re.match(r"@@ -(\d+)", line)
+        if hunk:
+            offset = int(hunk[1]) - 1
+        elif line.startswith(("---", "+++")):
+            continue
+        elif line.startswith("-"):
+            return offset
+        elif not line.startswith("+"):
+            offset += 1
+    return 0
 
 
 _LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}

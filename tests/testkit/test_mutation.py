@@ -49,6 +49,16 @@ def test_a_mutant_is_described_by_its_line_and_change() -> None:
         (12, "return b + 1 -> return None")
 
 
+def test_a_line_standing_twice_is_told_by_where_the_diff_puts_it() -> None:
+    source = ("def f(s):\n    t = 0.0\n    for x in s:\n        if t:\n            g(t)\n"
+              "            t = 0.0\n        t = x\n")
+    second = ("--- m.py\n+++ m.py\n@@ -3,5 +3,5 @@\n     for x in s:\n         if t:\n"
+              "             g(t)\n-            t = 0.0\n+            t = 1.0\n         t = x\n")
+    first = "--- m.py\n+++ m.py\n@@ -1,3 +1,3 @@\n def f(s):\n-    t = 0.0\n+    t = 1.0\n"
+    assert mutation.describe(source, "m.x_f__mutmut_2", second) == (6, "t = 0.0 -> t = 1.0")
+    assert mutation.describe(source, "m.x_f__mutmut_1", first) == (2, "t = 0.0 -> t = 1.0")
+
+
 @pytest.mark.parametrize(("code", "verdict"), [
     (1, "killed"), (36, "killed"), (-24, "killed"), (0, "survived"), (33, "no tests"),
     (None, "not run"), (35, "survived")])
@@ -136,6 +146,32 @@ def test_a_class_reached_through_an_importer_brings_its_tests(tmp_path: Path) ->
                                        "app.helper()\napp.Sinks()\n")
     found = mutation.covering_tests(["clusterset_dns/process/sink.py"], tests, source)
     assert [Path(p).name for p in found] == ["test_pacing.py", "test_sink.py"]
+
+
+def test_a_name_imported_from_an_importer_brings_its_tests(tmp_path: Path) -> None:
+    """udpplain's UDPReader and udp_reader are imported from serving.server by tests that
+    never name udpplain: they judge udpplain's mutants too; one importing another name
+    of server does not."""
+    source = tmp_path / "clusterset_dns"
+    (source / "serving").mkdir(parents=True)
+    (source / "serving" / "udpplain.py").write_text(
+        "class UDPReader:\n    pass\n\n\ndef udp_reader():\n    pass\n\n\ndef _private():\n"
+        "    pass\n")
+    (source / "serving" / "server.py").write_text(
+        "from clusterset_dns.serving.udpplain import UDPReader, udp_reader, _private\n"
+        "def make_socket():\n    pass\n")
+    tests = tmp_path / "unit"
+    tests.mkdir()
+    (tests / "test_udpplain.py").write_text("from clusterset_dns.serving import udpplain\n")
+    (tests / "test_observe.py").write_text(
+        "from clusterset_dns.serving.server import UDPReader\n")
+    (tests / "test_udpbatch.py").write_text(
+        "from clusterset_dns.serving.server import make_socket, udp_reader\n")
+    (tests / "test_tcp.py").write_text("from clusterset_dns.serving.server import make_socket\n")
+    (tests / "test_odd.py").write_text("from clusterset_dns.serving.server import _private\n")
+    found = mutation.covering_tests(["clusterset_dns/serving/udpplain.py"], tests, source)
+    assert [Path(p).name for p in found] == ["test_observe.py", "test_udpbatch.py",
+                                             "test_udpplain.py"]
 
 
 # -- the cache of verdicts (mutcache) ------------------------------------------------------
