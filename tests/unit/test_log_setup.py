@@ -1,0 +1,141 @@
+"""logs.setup and logs.JSONFormatter: the handler set on the root logger (the writer
+thread on standard error's descriptor, or a plain stream handler when standard error has
+none), its format in each --log-format, the level, the API client's level; a JSON line's
+fields exactly. Written for the survivors of scripts/mutate on process/logs.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clusterset_dns.process import logs
+
+
+@pytest.fixture
+def root() -> Iterator[logging.Logger]:
+    """The root logger, its handlers and the levels setup changes put back after."""
+    logger = logging.getLogger()
+    handlers, level = logger.handlers[:], logger.level
+    client = logging.getLogger("aiohttp")
+    client_level = client.level
+    yield logger
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    client.setLevel(client_level)
+
+
+def record(message: str = "hello %s", args: tuple[Any, ...] = ("you",),
+           level: int = logging.WARNING, exc_info: Any = None) -> logging.LogRecord:
+    entry = logging.LogRecord("clusterset_dns.t", level, __file__, 1, message, args, exc_info)
+    entry.created, entry.msecs = 1_700_000_000.0, 5.9  # 2023-11-14T22:13:20
+    return entry
+
+
+class NoDescriptor:
+    def __init__(self, error: type[Exception] | None) -> None:
+        self.error = error
+        self.text = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.text.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        if self.error is None:
+            raise AttributeError("fileno")
+        raise self.error("no descriptor")
+
+
+@pytest.mark.parametrize("error", [None, OSError, ValueError],
+                         ids=["no fileno", "OSError", "ValueError"])
+def test_standard_error_without_a_descriptor_gets_a_stream_handler(
+        root: logging.Logger, monkeypatch: pytest.MonkeyPatch,
+        error: type[Exception] | None) -> None:
+    stream = NoDescriptor(error)
+    monkeypatch.setattr(sys, "stderr", stream)
+    logs.setup("info", "json")
+    [handler] = root.handlers
+    assert type(handler) is logging.StreamHandler
+    logging.getLogger("clusterset_dns.t").info("said")
+    assert json.loads(stream.text.getvalue())["message"] == "said"
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    reader, writer = os.pipe()
+    yield reader, writer
+    os.close(reader)
+    os.close(writer)
+
+
+class Descriptor:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+@pytest.mark.parametrize(("level", "fmt", "client"), [
+    ("debug", "json", logging.INFO), ("INFO", "text", logging.INFO),
+    ("warning", "text", logging.WARNING), ("error", "json", logging.ERROR)])
+def test_the_handler_its_format_and_the_levels(
+        root: logging.Logger, monkeypatch: pytest.MonkeyPatch, pipe: tuple[int, int],
+        level: str, fmt: str, client: int) -> None:
+    monkeypatch.setattr(sys, "stderr", Descriptor(pipe[1]))
+    root.handlers[:] = [logging.NullHandler(), logging.NullHandler()]
+    logs.setup(level, fmt)
+    [handler] = root.handlers
+    assert isinstance(handler, logs.StderrHandler) and handler.fd == pipe[1]
+    assert handler.limit == logs.MAX_PENDING
+    assert root.level == logging.getLevelName(level.upper())
+    assert logging.getLogger("aiohttp").level == client
+    line = handler.format(record())
+    if fmt == "json":
+        assert json.loads(line)["message"] == "hello you"
+    else:
+        when = logging.Formatter().formatTime(record())
+        assert line == f"{when} WARNING clusterset_dns.t: hello you"
+
+
+def test_a_json_line() -> None:
+    assert json.loads(logs.JSONFormatter().format(record())) == {
+        "time": "2023-11-14T22:13:20.005Z", "level": "warning", "logger": "clusterset_dns.t",
+        "message": "hello you"}
+
+
+def test_a_json_line_of_a_query_has_its_fields() -> None:
+    entry = record("answered", ())
+    entry.query = {"client": "127.0.0.1", "rcode": "NOERROR", "message": "kept"}
+    assert json.loads(logs.JSONFormatter().format(entry)) == {
+        "time": "2023-11-14T22:13:20.005Z", "level": "warning", "logger": "clusterset_dns.t",
+        "message": "kept", "client": "127.0.0.1", "rcode": "NOERROR"}
+    entry.query = "not a dict"
+    assert "client" not in json.loads(logs.JSONFormatter().format(entry))
+
+
+def test_a_json_line_with_an_exception() -> None:
+    try:
+        raise KeyError("lost")
+    except KeyError:
+        entry = record("failed", (), logging.ERROR, sys.exc_info())
+    fields = json.loads(logs.JSONFormatter().format(entry))
+    assert fields["level"] == "error"
+    assert fields["exception"].startswith("Traceback (most recent call last):\n")
+    assert fields["exception"].endswith("KeyError: 'lost'")
+
+
+@pytest.mark.parametrize(("msecs", "shown"), [(0.0, ".000Z"), (999.99, ".999Z"), (42.5, ".042Z")])
+def test_the_milliseconds(msecs: float, shown: str) -> None:
+    entry = record()
+    entry.msecs = msecs
+    assert json.loads(logs.JSONFormatter().format(entry))["time"] == f"2023-11-14T22:13:20{shown}"
