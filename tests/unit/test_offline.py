@@ -157,7 +157,7 @@ class Served:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                owner.paths.append(self.path)
+                owner.paths.append(self.requestline.split()[1])  # as sent (path: '//' cut)
                 status, body = owner.replies.pop(0)
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
@@ -193,16 +193,18 @@ def account() -> dict[str, Any]:
     return explain.explain(cache, "web.prod.svc.clusterset.local", "A", full=False)
 
 
-@pytest.mark.parametrize("form", ["127.0.0.1:{port}", "http://127.0.0.1:{port}",
-                                  "http://127.0.0.1:{port}/"])
-def test_the_server_is_asked_on_explain(served: Served, form: str) -> None:
+@pytest.mark.parametrize(("form", "prefix"), [
+    ("127.0.0.1:{port}", ""), ("http://127.0.0.1:{port}", ""), ("http://127.0.0.1:{port}/", ""),
+    ("http://127.0.0.1:{port}/X//", "/X")])  # behind a proxy's path
+def test_the_server_is_asked_on_explain(served: Served, form: str, prefix: str) -> None:
     result = account()
     served.replies = [(200, json.dumps(result).encode()), (200, json.dumps(result).encode())]
     server = form.format(port=served.port)
     assert remote(server, "a b.clusterset.local", "AAAA") == (
         0, json.dumps(result, indent=1) + "\n", "")
-    assert served.paths == ["/explain?name=a+b.clusterset.local&type=AAAA"]
     assert remote(server, as_json=False) == (0, explain.text(result), "")
+    assert served.paths == [f"{prefix}/explain?name=a+b.clusterset.local&type=AAAA",
+                            f"{prefix}/explain?name=web.prod.svc.clusterset.local&type=AAAA"]
 
 
 def test_an_http_error_is_said_with_its_body(served: Served) -> None:
@@ -210,6 +212,35 @@ def test_an_http_error_is_said_with_its_body(served: Served) -> None:
     url = f"http://127.0.0.1:{served.port}/explain?name=web.prod.svc.clusterset.local&type=AAAA"
     assert remote(f"127.0.0.1:{served.port}") == (
         2, "", f'explain: {url}: HTTP 429: {{"error": "too many requests"}}\n')
+
+
+def test_an_error_body_that_is_not_utf8(served: Served) -> None:
+    served.replies = [(503, b"busy \xff\xfe")]
+    url = f"http://127.0.0.1:{served.port}/explain?name=web.prod.svc.clusterset.local&type=AAAA"
+    assert remote(f"127.0.0.1:{served.port}") == (
+        2, "", f"explain: {url}: HTTP 503: busy \ufffd\ufffd\n")
+
+
+def test_a_server_that_never_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request gives up after TIMEOUT (made short here); the silent server would
+    close the connection 5 s later (what a request without a timeout would get)."""
+    monkeypatch.setattr(offline, "TIMEOUT", 0.05)
+    done = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def silent() -> None:
+            connection, _ = listener.accept()
+            done.wait(5.0)
+            connection.close()
+
+        thread = threading.Thread(target=silent, daemon=True)
+        thread.start()
+        code, out, err = remote(f"127.0.0.1:{port}")
+        done.set()
+        thread.join()
+    url = f"http://127.0.0.1:{port}/explain?name=web.prod.svc.clusterset.local&type=AAAA"
+    assert (code, out, err) == (2, "", f"explain: {url}: timed out\n")
 
 
 def test_a_body_that_is_not_json(served: Served) -> None:
