@@ -26,6 +26,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
+from clusterset_dns.base.clock import SYSTEM
 from clusterset_dns.base.config import Config
 from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
@@ -44,11 +45,13 @@ def soa(ttl: int = 5) -> str:
 SOA = soa()
 
 def build_cache(imports: Iterable[dict[str, Any]] = (), slices: Iterable[dict[str, Any]] = (),
-                ttl: int = 5, synced: bool = True, ns_addresses: Iterable[Any] = ()) -> Cache:
-    """A cache holding the given raw objects, converted by :mod:`convert`."""
+                ttl: int = 5, synced: bool = True, ns_addresses: Iterable[Any] = (),
+                clock: Callable[[], float] = SYSTEM.time) -> Cache:
+    """A cache holding the given raw objects, converted by :mod:`convert`; ``clock``:
+    unix time, for the serial (two caches built on one fixed clock have one serial)."""
     models = [convert.service_import(obj) for obj in imports]
     pieces = [convert.endpoint_slice(obj) for obj in slices]
-    cache = Cache(ZoneNames(ZONE), ttl, ns_addresses)
+    cache = Cache(ZoneNames(ZONE), ttl, ns_addresses, clock=clock)
     cache.apply([
         ReplaceImports({(m.namespace, m.name): m for m in models}),
         ReplaceSlices({(p.namespace, p.name): p for p in pieces if p is not None}),

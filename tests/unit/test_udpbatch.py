@@ -270,12 +270,16 @@ def test_the_handler_can_ask_for_the_senders_address(
     sock.close()
 
 
+NOW = 1_760_000_000.0  # unix time of the caches of web_and_nosuch
+
+
 def web_and_nosuch() -> tuple[Handler, Handler]:
     """A handler, and a second one over the same objects that never answers from memory
-    (its expected bytes are worked out afresh)."""
+    (its expected bytes are worked out afresh). One fixed clock for both: the serial
+    steps 20 times a second, and a negative answer carries it (the SOA)."""
     objects = [service_import("web", "prod", ips=["10.1.0.1"])]
-    return (Handler(build_cache(objects).zone, DEFAULT_UDP_CAP),
-            Handler(build_cache(objects).zone, DEFAULT_UDP_CAP))
+    return (Handler(build_cache(objects, clock=lambda: NOW).zone, DEFAULT_UDP_CAP),
+            Handler(build_cache(objects, clock=lambda: NOW).zone, DEFAULT_UDP_CAP))
 
 
 def fresh_answer(handler: Handler, data: bytes) -> bytes:
