@@ -120,6 +120,14 @@ def endpoint_hostname(address: IPv4Address | IPv6Address) -> str:
     return text + "0" if text.endswith("-") else text
 
 
+def packed_hostname(packed: bytes) -> str:
+    """:func:`endpoint_hostname` of a packed address (4 or 16 bytes), as the model
+    stores them: an IPv4 one without an address object (most of a zone's names)."""
+    if len(packed) == 4:
+        return "-".join(map(str, packed))
+    return endpoint_hostname(IPv6Address(packed))
+
+
 class EndpointNames:
     """The endpoint names of one cluster under one service, ``<hostname>.<cluster
     id>.<service>``, each with its wire form: the part they share is checked and

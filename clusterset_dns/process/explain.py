@@ -177,8 +177,9 @@ def _row(endpoint: Endpoint, served: bool, reason: str, full: bool) -> dict[str,
 
 
 def _family(piece: EndpointSlice) -> int:
-    for e in (*piece.endpoints[:1], *piece.serving[:1], *piece.not_ready[:1]):
-        return 6 if any(ip.version == 6 for ip in e.addresses) else 4
+    for group in (piece.endpoints, piece.serving, piece.not_ready):
+        if group:
+            return 6 if any(len(packed) == 16 for packed in group.packs()[0]) else 4
     return 4
 
 
@@ -208,10 +209,11 @@ def _best(snap: _Snapshot) -> Generator[None, None, dict[int, int]]:
         return best
     for piece in snap.answering:
         local = piece.cluster == tiers.cluster
-        for e in piece.endpoints:
-            rank = tiers.rank(local, e)
-            for ip in e.addresses:
-                best[ip.version] = min(best.get(ip.version, rank), rank)
+        for packs, _, place in piece.endpoints.rows():
+            rank = tiers.rank(local, place)
+            for packed in packs:
+                version = 4 if len(packed) == 4 else 6
+                best[version] = min(best.get(version, rank), rank)
             work += 1
             if work >= WORK_STEP:
                 work = 0

@@ -21,11 +21,13 @@ from typing import Any, TypeGuard
 from clusterset_dns.base import names
 from clusterset_dns.zone.model import (
     IP,
+    NOWHERE,
+    Columns,
     Condition,
-    Endpoint,
     EndpointSlice,
     Hints,
     ObjectKey,
+    Place,
     Port,
     Prefer,
     ServiceImport,
@@ -362,10 +364,29 @@ def _hints(raw: Any) -> Hints | None:
     return hints
 
 
-def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, int] | None:
-    """One endpoint and its state (READY, SERVING: not ready but serving, DOWN:
-    neither; absent ``ready`` = ready, absent ``serving`` = as ``ready``); None when it
-    has no usable address."""
+# Places repeat across endpoints (every endpoint of a node, of a zone): one object each.
+# Bounded, since objects choose them; starting over only costs the sharing.
+_PLACES_CAP = 4096
+_shared_places: dict[tuple[str | None, str | None, Hints | None], Place] = {}
+
+
+def _place(zone: str | None, node: str | None, hints: Hints | None) -> Place:
+    if zone is None and node is None and hints is None:
+        return NOWHERE
+    key = (zone, node, hints)
+    found = _shared_places.get(key)
+    if found is None:
+        if len(_shared_places) >= _PLACES_CAP:
+            _shared_places.clear()
+        _shared_places[key] = found = Place(zone, node, hints)
+    return found
+
+
+def _endpoint(raw: Any, family: int, index: int, warn: Warn, by_state: tuple[Columns, ...]
+              ) -> None:
+    """One endpoint added to its state's columns (``by_state``: READY, SERVING: not
+    ready but serving, DOWN: neither; absent ``ready`` = ready, absent ``serving`` = as
+    ``ready``); skipped when it has no usable address."""
     # The common endpoint is taken without a call more than it needs (start-up converts
     # a hundred thousand): JSON gives dicts, strings and lists, tested by their type
     # first; anything else gets the full checks.
@@ -378,23 +399,24 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
     raw_addresses = raw.get("addresses") or []
     if not isinstance(raw_addresses, list):
         raise InvalidObject("addresses is not a list")
-    addresses: list[IP] = []
+    addresses: list[bytes] = []  # packed: the model keeps no address object
     for text in raw_addresses:
         try:
             # An IPv4 address as the API writes it; anything else (IPv6, spaces around
             # it, not a string) takes _ip().
-            ip: IP = IPv4Address(inet_pton(AF_INET, text))
+            packed = inet_pton(AF_INET, text)
+            version = 4
         except (OSError, TypeError, ValueError, UnicodeError):
             parsed = _ip(text)
             if parsed is None:
                 warn(f"endpoints[{index}]: address {text!r} does not parse, dropped")
                 continue
-            ip = parsed
-        if ip.version != family:
+            packed, version = parsed.packed, parsed.version
+        if version != family:
             warn(f"endpoints[{index}]: address {text!r} is not IPv{family} like its slice, "
                  "dropped")
             continue
-        addresses.append(ip)
+        addresses.append(packed)
     hostname = raw.get("hostname") or None
     if hostname is not None:
         hostname = _hostnames.get(hostname) if type(hostname) is str else None
@@ -406,7 +428,7 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
     node = raw.get("nodeName")
     node = sys.intern(node) if isinstance(node, str) and node else None
     if not addresses:
-        return None
+        return
     hints = None
     raw_hints = raw.get("hints")
     if raw_hints is not None:
@@ -416,8 +438,7 @@ def _endpoint(raw: Any, family: int, index: int, warn: Warn) -> tuple[Endpoint, 
             # The endpoint keeps its addresses; without hints, its import ranks by the
             # fields (order.Tiers.following), as when one endpoint has none.
             warn(f"endpoints[{index}]: hints ignored: {exc}")
-    return Endpoint(addresses=tuple(addresses), hostname=hostname, zone=zone, node=node,
-                    hints=hints), ready
+    by_state[ready].add(addresses, hostname, _place(zone, node, hints))
 
 
 def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlice | None:
@@ -449,27 +470,21 @@ def endpoint_slice(obj: Mapping[str, Any], warn: Warn = _ignore) -> EndpointSlic
     raw_endpoints = obj.get("endpoints") or []
     if not isinstance(raw_endpoints, list):
         raise InvalidObject("endpoints is not a list")
-    endpoints: list[Endpoint] = []
-    serving: list[Endpoint] = []
-    not_ready: list[Endpoint] = []
-    by_state = (endpoints, serving, not_ready)  # indexed by READY, SERVING, DOWN
+    by_state = (Columns(), Columns(), Columns())  # indexed by READY, SERVING, DOWN
     for i, raw in enumerate(raw_endpoints):
         try:
-            found = _endpoint(raw, family, i, warn)
+            _endpoint(raw, family, i, warn, by_state)
         except InvalidObject as exc:
             warn(f"endpoints[{i}] skipped: {exc}")
-            continue
-        if found is not None:
-            by_state[found[1]].append(found[0])
     return EndpointSlice(
         namespace=sys.intern(_lower(namespace)),
         name=name,
         service=service,
         cluster=cluster,
-        endpoints=tuple(endpoints),
+        endpoints=by_state[READY].finish(),
         ports=_ports(obj.get("ports"), "ports", warn),
-        serving=tuple(serving),
-        not_ready=tuple(not_ready) if not_ready else (),
+        serving=by_state[SERVING].finish(),
+        not_ready=by_state[DOWN].finish(),
         resource_version=resource_version(obj),
         trigger_time=_trigger_time(meta),
     )

@@ -118,17 +118,23 @@ class Admission:
                 # most 40 characters, so it is only worked out when room is short.
                 room = (names.MAX_NAME_WIRE - names.wire_length(service)
                         - names.wire_length(cluster))
-                for endpoint in (piece.endpoints + piece.serving if piece.serving
-                                 else piece.endpoints):
-                    if endpoint.hostname is not None:
-                        longest = len(endpoint.hostname)
-                    elif room > names.MAX_DERIVED_HOSTNAME:
-                        continue
-                    else:
-                        longest = max(len(names.endpoint_hostname(ip))
-                                      for ip in endpoint.addresses)
-                    if longest > room:
-                        self.names.endpoint(service, "x" * longest, cluster)  # raises
+                derived = room <= names.MAX_DERIVED_HOSTNAME
+                for endpoints in (piece.endpoints, piece.serving):
+                    hostnames = endpoints.hostnames or ()
+                    if not derived and max(map(len, filter(None, hostnames)),
+                                           default=0) <= room:
+                        continue  # the common case, in C
+                    packs = endpoints.packs() if derived else None
+                    for i, hostname in enumerate(endpoints.hostname_list()):
+                        if hostname is not None:
+                            longest = len(hostname)
+                        elif packs is None:
+                            continue
+                        else:
+                            longest = max((len(names.packed_hostname(one)) for one in packs[i]),
+                                          default=0)
+                        if longest > room:
+                            self.names.endpoint(service, "x" * longest, cluster)  # raises
             except names.InvalidName as exc:
                 self.reject(rejected, SLICE, key, f"endpoint names do not fit DNS: {exc}",
                              False, owner, dirty)

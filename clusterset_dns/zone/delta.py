@@ -81,15 +81,16 @@ def _targets(svc: Labels, piece: EndpointSlice) -> Targets | None:
         return None
     tail = names.EndpointNames(svc, names.subdomain(piece.cluster))
     out: Targets = {}
-    for endpoint in piece.endpoints:
-        if len(endpoint.addresses) != 1:
-            return None
-        ip = endpoint.addresses[0]
-        target = tail.name(endpoint.hostname if endpoint.hostname is not None
-                           else names.endpoint_hostname(ip))[0]
+    endpoints = piece.endpoints
+    if endpoints.counts is not None and any(count != 1 for count in endpoints.counts):
+        return None
+    for packed, hostname in zip(endpoints.addresses(), endpoints.hostname_list(),
+                                strict=True):
+        target = tail.name(hostname if hostname is not None
+                           else names.packed_hostname(packed))[0]
         if target in out:
             return None
-        out[target] = ip.packed
+        out[target] = packed
     return out
 
 

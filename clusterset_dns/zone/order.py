@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from clusterset_dns.zone.model import IP, Endpoint
+from clusterset_dns.zone.model import IP, Located
 
 # Inside the builder an address is its packed form (4 or 16 bytes): computed once per
 # address, hashed and sorted in C. IPv4 first, each family in numeric order (the
@@ -51,9 +51,10 @@ class Tiers:
     node_hints: bool = False
     zone_hints: bool = False
 
-    def following(self, local: Iterable[Endpoint]) -> Tiers:
-        """These tiers for an import whose local answering endpoints are ``local``:
-        a level follows the hints when every one of them has hints of that level, as
+    def following(self, local: Iterable[Located]) -> Tiers:
+        """These tiers for an import whose local answering endpoints are at ``local``
+        (their places, each distinct one once is enough): a level follows the hints
+        when every one of them has hints of that level, as
         kube-proxy routes by hints only then (pkg/proxy/topology.go). One endpoint
         without them, and that level reads the fields of all, as without hints."""
         nodes, zones = self.node is not None, self.zone is not None
@@ -68,17 +69,17 @@ class Tiers:
         # (No local endpoint: the flags rank nothing.)
         return replace(self, node_hints=nodes, zone_hints=zones)
 
-    def on_node(self, endpoint: Endpoint) -> bool:
+    def on_node(self, endpoint: Located) -> bool:
         if self.node_hints:
             return endpoint.hints is not None and self.node in endpoint.hints.nodes
         return endpoint.node == self.node
 
-    def in_zone(self, endpoint: Endpoint) -> bool:
+    def in_zone(self, endpoint: Located) -> bool:
         if self.zone_hints:
             return endpoint.hints is not None and self.zone in endpoint.hints.zones
         return endpoint.zone == self.zone
 
-    def rank(self, local: bool, endpoint: Endpoint) -> int:
+    def rank(self, local: bool, endpoint: Located) -> int:
         node, zone = self.node, self.zone
         levels = (node is not None) + (zone is not None)  # a local endpoint in neither
         if not local:
@@ -89,7 +90,7 @@ class Tiers:
             return levels - 1
         return levels
 
-    def why(self, local: bool, endpoint: Endpoint) -> str:
+    def why(self, local: bool, endpoint: Located) -> str:
         """Why the endpoint has its rank, naming the rule and never a node or zone
         (explain shows it on the health port too)."""
         if not local:

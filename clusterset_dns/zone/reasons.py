@@ -13,7 +13,7 @@ from collections.abc import Container, Sequence
 from clusterset_dns.base import names
 from clusterset_dns.base.names import Labels, ZoneNames
 from clusterset_dns.zone import wire
-from clusterset_dns.zone.model import Endpoint, EndpointSlice, ServiceImport
+from clusterset_dns.zone.model import Endpoints, EndpointSlice, ServiceImport
 
 Reasons = dict[bytes, bytes]  # lower-case wire name -> wire.ede(...)
 _LISTED = 3  # clusters (or rejected objects) named in one text; the rest are counted
@@ -64,7 +64,7 @@ def _port_names(zone: ZoneNames, svc: Labels, imp: ServiceImport,
 
 
 def _endpoint_names(svc: Labels, piece: EndpointSlice,
-                    endpoints: Sequence[Endpoint]) -> tuple[bytes, list[bytes]] | None:
+                    lists: Sequence[Endpoints]) -> tuple[bytes, list[bytes]] | None:
     """(``<cluster>.<svc>``, the endpoints' names) in wire form; None without a
     cluster id (such endpoints have no name)."""
     if piece.cluster is None:
@@ -73,18 +73,20 @@ def _endpoint_names(svc: Labels, piece: EndpointSlice,
         cluster = names.subdomain(piece.cluster)
         tail = names.EndpointNames(svc, cluster)
         found: list[bytes] = []
-        for endpoint in endpoints:
-            hostnames = ([endpoint.hostname] if endpoint.hostname is not None
-                         else [names.endpoint_hostname(ip) for ip in endpoint.addresses])
-            found.extend(tail.name(hostname)[1] for hostname in hostnames)
+        for endpoints in lists:
+            for packs, hostname in zip(endpoints.packs(), endpoints.hostname_list(),
+                                       strict=True):
+                hostnames = ([hostname] if hostname is not None
+                             else [names.packed_hostname(one) for one in packs])
+                found.extend(tail.name(each)[1] for each in hostnames)
     except names.InvalidName:
         return None  # a not-ready endpoint whose name could never exist
     return names.to_wire((*cluster, *svc)), found
 
 
-def _down(piece: EndpointSlice) -> tuple[Endpoint, ...]:
+def _down(piece: EndpointSlice) -> tuple[Endpoints, Endpoints]:
     """The slice's endpoints that are not ready (serving or not)."""
-    return piece.serving + piece.not_ready
+    return piece.serving, piece.not_ready
 
 
 def headless(zone: ZoneNames, svc: Labels, present: Container[bytes], imp: ServiceImport,
@@ -106,12 +108,13 @@ def headless(zone: ZoneNames, svc: Labels, present: Container[bytes], imp: Servi
             put(names.to_wire(owner), why)
     for piece in every:
         down = _down(piece)
-        if not down:
+        if not any(down):
             continue
         found = _endpoint_names(svc, piece, down)
         if found is None:
             continue
-        count = sum(len(_down(p)) for p in every if p.cluster == piece.cluster)
+        count = sum(len(p.serving) + len(p.not_ready) for p in every
+                    if p.cluster == piece.cluster)
         put(found[0], wire.ede(wire.EDE_OTHER, f"no ready endpoint in cluster {piece.cluster}: "
                                                f"{count} not ready"))
         why = wire.ede(wire.EDE_OTHER,

@@ -346,8 +346,8 @@ class RecordBuilder:
         if tiers is None:
             return None
         cluster = tiers.cluster
-        return tiers.following(endpoint for piece in answering if piece.cluster == cluster
-                               for endpoint in piece.endpoints)
+        return tiers.following(place for piece in answering if piece.cluster == cluster
+                               for place in piece.endpoints.places)
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
         ips = sorted_ips(imp.ips)
@@ -389,24 +389,22 @@ class RecordBuilder:
             wires = self._wires
             local = tiers is not None and piece.cluster == tiers.cluster
             rank = 0
-            for endpoint in piece.endpoints:
-                packed = [ip.packed for ip in endpoint.addresses]
+            for packed, hostname, place in piece.endpoints.rows():
                 every.extend(packed)
                 if tiers is not None:
-                    rank = tiers.rank(local, endpoint)
+                    rank = tiers.rank(local, place)
                     every_rank.extend([rank] * len(packed))
                 if packed:  # a dual-stack endpoint: one per family, sharing its hostname
-                    endpoints.setdefault((piece.cluster, endpoint.hostname)
-                                         if endpoint.hostname is not None else len(endpoints),
+                    endpoints.setdefault((piece.cluster, hostname)
+                                         if hostname is not None else len(endpoints),
                                          []).extend(packed)
                 if endpoint_names is None:
                     continue  # no cluster id: service-level answers only
                 named: list[tuple[str, list[Packed]]]
-                if endpoint.hostname is not None:
-                    named = [(endpoint.hostname, packed)]
+                if hostname is not None:
+                    named = [(hostname, packed)]
                 else:
-                    named = [(names.endpoint_hostname(ip), [one])
-                             for ip, one in zip(endpoint.addresses, packed, strict=True)]
+                    named = [(names.packed_hostname(one), [one]) for one in packed]
                 for hostname, ips in named:
                     target, target_wire = endpoint_names.name(hostname)
                     wires[target] = target_wire  # what self._wire(target) would encode

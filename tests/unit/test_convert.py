@@ -205,7 +205,7 @@ def test_endpoint_slice(raw: dict[str, Any], expected: tuple[Any, ...]) -> None:
     piece = convert.endpoint_slice(raw)
     assert piece is not None
     assert (piece.namespace, piece.name) == ("prod", "s")
-    assert (piece.service, piece.cluster, piece.endpoints, piece.ports) == expected
+    assert (piece.service, piece.cluster, tuple(piece.endpoints), piece.ports) == expected
 
 
 def test_fqdn_slice_ignored() -> None:
