@@ -5,12 +5,14 @@ counted; since() only for an unbroken chain to the current serial."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import dns.name
 import pytest
 
 from clusterset_dns.transfers import journal
 from clusterset_dns.transfers.journal import Journal
-from clusterset_dns.zone import wire
+from clusterset_dns.zone import rrs, wire
 from clusterset_dns.zone.ops import Change
 
 KEY = dns.name.from_text("a.svc.clusterset.local.").to_wire() + b"\x00\x01\x00\x01"  # A, IN
@@ -98,3 +100,83 @@ def test_since_gives_only_an_unbroken_chain_to_the_current_serial() -> None:
     broken.record(5, 6, change((5,), (6,)))  # 2 -> 5 never recorded
     assert broken.since(1, 6) is None
     assert [d.old_serial for d in broken.since(5, 6) or []] == [5]
+
+
+# -- a difference holds exactly the records that left and joined, whatever the answer --
+# diff_of compares the bytes of records that stand alone (owned by the question, of a
+# type without compressed names) and decodes the rest: either way the difference must
+# be the decoded records' (rrs.answer_records), which these answers check at the edges
+# of the shortcut: a second type, a record length that is not an address's, a length
+# of two bytes, a record owned elsewhere, a name compressed in an NS.
+
+NAME = KEY[:-4]
+
+
+def rr(rtype: int, rdata: bytes, owner: bytes = b"\xc0\x0c", ttl: int = 5) -> bytes:
+    return owner + wire.RR_HEAD.pack(rtype, 1, ttl, len(rdata)) + rdata
+
+
+def answer(*records: bytes) -> wire.Answer:
+    return wire.Answer(wire.heads(0, len(records), 0, 0), b"".join(records), 0)
+
+
+def srv(port: int, target: bytes) -> bytes:
+    return rr(wire.SRV, wire.SRV_FIXED.pack(0, 10, port) + target)
+
+
+def a(last: int, ttl: int = 5) -> bytes:
+    return rr(wire.A, bytes([10, 0, 0, last]), ttl=ttl)
+
+
+# a target of 254 bytes: the SRV's rdlength is 260, more than one byte holds
+LONG_TARGET = b"".join(bytes([n]) + b"t" * n for n in (63, 63, 63, 60)) + b"\x00"
+ANSWERS = {
+    "addresses": answer(a(1), a(2)),
+    "TTLs that differ": answer(a(1), a(2, ttl=7)),
+    "an A, then an AAAA": answer(a(1), rr(wire.AAAA, bytes(15) + b"\x01")),
+    "an A of 5 bytes": answer(rr(wire.A, bytes([10, 0, 0, 1, 9]))),
+    "an A of 260 bytes": answer(rr(wire.A, bytes(range(4)) * 65)),
+    "SRVs": answer(srv(80, b"\x01h\x00"), srv(81, b"\x01h\x00")),
+    "an SRV of 260 bytes": answer(srv(80, LONG_TARGET)),
+    "an SRV, then an NS naming the question": answer(srv(80, b"\x01h\x00"),
+                                                     rr(wire.NS, b"\xc0\x0c")),
+    "an SRV, then one owned by svc.clusterset.local": answer(srv(80, b"\x01h\x00"), rr(
+        wire.SRV, wire.SRV_FIXED.pack(0, 10, 81) + b"\x01h\x00", owner=b"\xc0\x0e")),
+    "NS records": answer(rr(wire.NS, b"\x02ns\xc0\x0c"), rr(wire.NS, b"\x02nt\xc0\x0c")),
+    "one NS": answer(rr(wire.NS, b"\x02ns\xc0\x0c")),
+    "owned by the name written out": answer(rr(wire.A, bytes([10, 0, 0, 1]), owner=NAME)),
+}
+
+
+def decoded(before: wire.Answer | None, after: wire.Answer | None) -> tuple[list[Any], ...]:
+    old = set(rrs.answer_records(KEY, before)) if before is not None else set()
+    new = set(rrs.answer_records(KEY, after)) if after is not None else set()
+    return sorted(old - new), sorted(new - old)
+
+
+@pytest.mark.parametrize("before", [None, *ANSWERS])
+@pytest.mark.parametrize("after", [None, *ANSWERS])
+def test_a_difference_is_the_decoded_records_that_left_and_joined(
+        before: str | None, after: str | None) -> None:
+    old = ANSWERS[before] if before is not None else None
+    new = ANSWERS[after] if after is not None else None
+    diff = journal.diff_of(1, 2, [(KEY, old, new)])
+    assert (list(diff.removed), list(diff.added)) == decoded(old, new)
+
+
+def test_a_cut_address_answer_is_refused_as_decoding_refuses_it() -> None:
+    """Three records announced, the last cut after its head: no slice of the body
+    passes for it."""
+    whole = answer(a(1), a(2), a(3))
+    cut = wire.Answer(whole.heads, whole.body[:-4], 0)
+    with pytest.raises(rrs.DecodeError):
+        list(rrs.answer_records(KEY, cut))
+    with pytest.raises(rrs.DecodeError):
+        journal.diff_of(1, 2, [(KEY, None, cut)])
+
+
+def test_the_soa_is_left_out_and_the_changes_after_it_kept() -> None:
+    soa_key = NAME + wire.SOA.to_bytes(2, "big") + b"\x00\x01"
+    soa = answer(rr(wire.SOA, b"\x00\x00" + bytes(20)))
+    diff = journal.diff_of(1, 2, [(soa_key, None, soa), (KEY, None, addresses(1))])
+    assert diff.removed == () and [r.rdata for r in diff.added] == [bytes([10, 0, 0, 1])]
