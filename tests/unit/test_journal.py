@@ -180,3 +180,61 @@ def test_the_soa_is_left_out_and_the_changes_after_it_kept() -> None:
     soa = answer(rr(wire.SOA, b"\x00\x00" + bytes(20)))
     diff = journal.diff_of(1, 2, [(soa_key, None, soa), (KEY, None, addresses(1))])
     assert diff.removed == () and [r.rdata for r in diff.added] == [bytes([10, 0, 0, 1])]
+
+
+def address(ttl: int, *octets: int) -> bytes:
+    return rr(wire.A, bytes(octets), ttl=ttl)
+
+
+# answers whose records stand alone, each compared as bytes (their first octets differ:
+# the records share their 12-byte head, no more)
+ALONE = {
+    "addresses": (address(5, 10, 0, 0, 1), address(5, 192, 168, 0, 1)),
+    "IPv6 addresses": (rr(wire.AAAA, bytes(15) + b"\x01"), rr(wire.AAAA, b"\xfd" + bytes(15))),
+    "256 addresses": (*(address(5, 10, 0, 1, i) for i in range(255)), address(5, 11, 0, 0, 0)),
+    "SRVs": (srv(80, b"\x01h\x00"), srv(8080, b"\x02hh\x00"), srv(81, LONG_TARGET)),
+    "one SRV of 260 bytes": (srv(80, LONG_TARGET),),
+    "none": (),
+}
+
+
+@pytest.mark.parametrize("name", ALONE)
+def test_records_that_stand_alone_are_compared_as_bytes_never_decoded(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change of one endpoint in an answer of thousands decodes that endpoint only:
+    answers whose records are owned by the question and hold no compressed name are
+    never decoded as a whole."""
+    records = ALONE[name]
+    assert journal._raw(answer(*records)) == list(records)
+    expected = decoded(answer(*records[:1]), answer(*records[1:]))
+
+    def whole(key: bytes, stored: wire.Answer) -> Any:
+        raise AssertionError("decoded a whole answer")
+
+    monkeypatch.setattr(journal.rrs, "answer_records", whole)
+    diff = journal.diff_of(1, 2, [(KEY, answer(*records[:1]), answer(*records[1:]))])
+    assert (list(diff.removed), list(diff.added)) == expected
+
+
+@pytest.mark.parametrize("name", ["an A, then an AAAA", "an A of 5 bytes", "an A of 260 bytes",
+                                  "an SRV, then an NS naming the question",
+                                  "an SRV, then one owned by svc.clusterset.local",
+                                  "NS records", "owned by the name written out"])
+def test_records_that_do_not_stand_alone_are_decoded(name: str) -> None:
+    assert journal._raw(ANSWERS[name]) is None
+
+
+def test_every_changed_key_is_compared() -> None:
+    other = dns.name.from_text("b.svc.clusterset.local.").to_wire() + b"\x00\x01\x00\x01"
+    diff = journal.diff_of(1, 2, [(KEY, addresses(1), addresses(2)),
+                                  (other, addresses(3), addresses(4))])
+    assert [(r.owner, r.rdata[3]) for r in diff.removed] == [(NAME, 1), (other[:-4], 3)]
+    assert [(r.owner, r.rdata[3]) for r in diff.added] == [(NAME, 2), (other[:-4], 4)]
+
+
+def test_a_journal_of_one_keeps_the_last_difference() -> None:
+    notes = Journal(1)
+    notes.record(1, 2, change((), (1,)))
+    notes.record(2, 3, change((1,), (2,)))
+    assert [(d.old_serial, d.new_serial) for d in notes.diffs] == [(2, 3)]
+    assert notes.records == 2 and [d.old_serial for d in notes.since(2, 3) or []] == [2]
