@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from clusterset_dns.zone import rrs, wire
-from clusterset_dns.zone.table import Zone, host_answers
+from clusterset_dns.zone.table import Zone, host_answers, shifted
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +30,15 @@ class Snapshot:
     generation: int  # Zone.generation when taken
     hosts: list[tuple[bytes, dict[bytes, bytes]]] = field(default_factory=list)
     address_heads: dict[int, bytes] = field(default_factory=dict)
+    # (key, its service name's key and answer) of the keys answered from it (Zone.derived).
+    derived: list[tuple[bytes, bytes, wire.Answer]] = field(default_factory=list)
 
     def pairs(self) -> Iterator[tuple[bytes, wire.Answer]]:
         """Every (question key, answer) of the zone, the SOA's included; the endpoint
-        names of the compact index encoded as they come."""
+        names of the compact index and the derived SRV answers encoded as they come."""
         yield from zip(self.keys, self.answers, strict=True)
+        for key, bare, answer in self.derived:
+            yield key, shifted(answer, len(key) - len(bare))
         yield from host_answers(self.hosts, self.address_heads)
 
     def records(self) -> Iterator[rrs.Record]:
@@ -60,4 +64,5 @@ def soa(zone: Zone) -> rrs.Record:
 def take(zone: Zone) -> Snapshot:
     answers = zone.answers
     return Snapshot(zone.serial, soa(zone), list(answers), list(answers.values()),
-                    zone.generation, list(zone.hosts.items()), zone.address_heads)
+                    zone.generation, list(zone.hosts.items()), zone.address_heads,
+                    [(key, bare, answers[bare]) for key, bare in zone.derived.items()])

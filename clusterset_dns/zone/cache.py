@@ -61,6 +61,7 @@ from clusterset_dns.zone.table import (
     NO_ENDPOINT,
     REJECTED,
     SERVED,
+    SRV_SUFFIX,
     Zone,
     owns_records,
 )
@@ -428,7 +429,8 @@ class Cache:
         for name in footprint[2]:
             explained.pop(name, None)
         explained.update(diff.explained)
-        self._built[service] = (footprint[0], footprint[1], tuple(diff.explained), footprint[3])
+        self._built[service] = (footprint[0], footprint[1], tuple(diff.explained),
+                                *footprint[3:])
         self._headless[service] = state
         self.states[service] = SERVED
         return True
@@ -437,7 +439,8 @@ class Cache:
         """Puts ``new`` in place of ``old``; returns what to remember of ``new``."""
         answers, zone_names = self.zone.answers, self.zone.names
         # A name with records is known by its answers: only the others are counted.
-        empty = tuple(name for name in new.names if not owns_records(new.answers, name))
+        empty = tuple(name for name in new.names if not owns_records(new.answers, name)
+                      and name + SRV_SUFFIX not in new.derived)
         if self.on_change is not None and self.zone.synced:
             self._note_changes(old, new)
         if old is not None:
@@ -453,9 +456,10 @@ class Cache:
         answers.update(new.answers)
         cuts = self.zone.cuts
         if old is not None and cuts:
-            for key in old[0]:
+            for key in (*old[0], *old[4]):
                 cuts.pop(key, None)
         cuts.update(new.cuts)
+        self.zone.replace_derived(old[4] if old is not None else (), new.derived)
         for name in empty:
             zone_names[name] = zone_names.get(name, 0) + 1
         explained = self.zone.explained
@@ -465,12 +469,14 @@ class Cache:
         explained.update(new.explained)
         self.zone.replace_hosts(old[3] if old is not None else (), new.hosts)
         # Only the keys are kept per service (tuples: 8 bytes a key, no second dict).
-        return tuple(new.answers), empty, tuple(new.explained), tuple(new.hosts)
+        return (tuple(new.answers), empty, tuple(new.explained), tuple(new.hosts),
+                tuple(new.derived))
 
     def _note_changes(self, old: Footprint | None, new: Built) -> None:
         self._changes.extend(table.changes(self.zone, old[0] if old is not None else (),
                                            old[3] if old is not None else (), new.answers,
-                                           new.hosts))
+                                           new.hosts, old[4] if old is not None else (),
+                                           new.derived))
 
     def _set_serial(self, serial: int) -> None:
         serial &= 0xFFFFFFFF

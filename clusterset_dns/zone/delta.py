@@ -127,7 +127,7 @@ def start(builder: RecordBuilder, imp: ServiceImport, slices: Mapping[ObjectKey,
     """The lists of a service just rebuilt into ``built``; None when it is not of the
     shape or has fewer than ``minimum`` endpoint names."""
     if (imp.type is not ServiceType.HEADLESS or builder.tiers(imp) is not None
-            or not slices):
+            or not slices or built.derived):
         return None
     svc = builder.zone.service(imp.namespace, imp.name)
     first = next(iter(slices.values()))

@@ -99,9 +99,11 @@ Op = (PutImport | PutSlice | ReplaceImports | ReplaceSlices | SetSynced | SetClu
       | SetTopologyZone | SetSerial | PutRejected | ReplaceRejected)
 # One answer key's change: (key, old answer, new answer); None = absent.
 Change = tuple[bytes, "wire.Answer | None", "wire.Answer | None"]
-# A service's answer keys, names without records, names with a reason (EDE), and the
-# parents of its endpoint names in the compact index (table.Hosts).
-Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]
+# A service's answer keys, names without records, names with a reason (EDE), the
+# parents of its endpoint names in the compact index (table.Hosts), and its SRV keys
+# answered from its service name's answer (Zone.derived).
+Footprint = tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...],
+                  tuple[bytes, ...]]
 
 IMPORT, SLICE = "ServiceImport", "EndpointSlice"  # kinds, as the invalid-objects metric says
 

@@ -35,7 +35,7 @@ from clusterset_dns.zone.order import (
     sorted_packed,
     srv_weight,
 )
-from clusterset_dns.zone.table import Hosts, Present
+from clusterset_dns.zone.table import Hosts, Present, share
 from clusterset_dns.zone.wire import HINFO, SRV, Encoder, question_key
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,9 @@ class Built:
     # Endpoint names with one address, answered on first use (table.Hosts): they are
     # not in ``answers`` nor in ``names``.
     hosts: Hosts = field(default_factory=dict)
+    # ``_port._proto`` SRV keys answered from their service name's SRV answer, shifted
+    # (table.Zone.derived): key -> the service name's key. Not in ``answers``.
+    derived: dict[bytes, bytes] = field(default_factory=dict)
 
 
 class RecordBuilder:
@@ -228,6 +231,9 @@ class RecordBuilder:
         for owner, targets in named.items():
             self._srv(out, owner, list(targets), glue, ranks)
             self._exists(out, owner)
+            if self.lazy and len(targets) == len(bare):  # the same records: maybe shared
+                share(out.answers, out.cuts, out.derived, question_key(service, SRV),
+                      question_key(owner, SRV))
 
     # -- pieces of one service's answers, for delta.py --------------------------------
 

@@ -326,3 +326,28 @@ def test_a_change_empties_what_was_encoded_and_the_index_follows() -> None:
     assert set(cache.zone.hosts) == {_key(f"west.web.prod.svc.{ZONE}")[:-4], db[3:]}
     cache.apply([PutSlice(("prod", "web-1"), None)])
     assert set(cache.zone.hosts) == {db[3:]}
+
+
+@pytest.mark.parametrize("second", ["10.0.1.{}", "fd00::{}"])  # glue of one size, of two
+def test_a_port_name_with_its_service_names_records_is_answered_from_that_answer(
+        second: str) -> None:
+    lazy, eager, _, _ = _pair()
+    hosts = {f"h{i}": ("10.0.0.{}" if i % 2 else second).format(i + 1) for i in range(30)}
+    for cache in (lazy, eager):
+        _serve(cache, "web", hosts)
+    bare = _key(f"web.prod.svc.{ZONE}", wire.SRV)
+    port = _key(f"_http._tcp.web.prod.svc.{ZONE}", wire.SRV)
+    assert lazy.zone.derived == {port: bare} and port not in lazy.zone.answers
+    assert lazy.zone.cuts[port] is lazy.zone.cuts[bare]  # 30 targets: cut for small clients
+    encoded, shifted = eager.zone.answers[port], lazy.zone.cold(port)
+    assert shifted is not None and shifted.glue_at > 0
+    assert (shifted.heads, shifted.body, shifted.glue_at) == (encoded.heads, encoded.body,
+                                                              encoded.glue_at)
+    _same(lazy, eager)  # every type, case, transport and size (the cut forms too)
+    # Another named port: the service name's records are no longer the port name's.
+    piece = lazy.slices[("prod", "web-1")]
+    for cache in (lazy, eager):
+        cache.apply([PutSlice(("prod", "web-1"), replace(
+            piece, ports=(Port("http", "tcp", 80), Port("dns", "udp", 53))))])
+    assert not lazy.zone.derived and port in lazy.zone.answers
+    _same(lazy, eager)
