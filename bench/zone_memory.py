@@ -9,8 +9,9 @@ first use (the server's way) and once with every answer encoded (``Cache(lazy=Fa
 one after the other in this process. For each: the CPU seconds of the update, the
 bytes it allocated (tracemalloc), and those bytes by structure (each object counted
 once, in the order listed); then the time of a first query for ``--queries``
-distinct endpoint names (Handler.handle, no EDNS: a miss of every memory), against
-the same queries on the encoded zone, in the same run.
+distinct endpoint names (Handler.handle, no EDNS: a miss of every memory), and of the
+``_http._tcp`` SRV name of every Headless service, against the same queries on the
+encoded zone, in the same run.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def breakdown(cache: Cache) -> list[tuple[str, int]]:
     rows = [("endpoint names: stored answers (key, Answer, body)", deep(per_endpoint, seen)),
             ("endpoint names: compact index (Zone.hosts)", deep(zone.hosts, seen)),
             ("service-level answers (A/AAAA/SRV/TXT, apex)", deep(zone.answers, seen)),
+            ("_port._proto SRV from the service's (Zone.derived)", deep(zone.derived, seen)),
             ("truncation plans (Zone.cuts)", deep(zone.cuts, seen)),
             ("empty non-terminals (Zone.names)", deep(zone.names, seen)),
             ("EDE reasons (Zone.explained)", deep(zone.explained, seen)),
@@ -105,23 +107,26 @@ def breakdown(cache: Cache) -> list[tuple[str, int]]:
     return rows
 
 
-def first_queries(cache: Cache, count: int) -> float:
-    """Microseconds per first query of ``count`` distinct endpoint names."""
+def first_queries(cache: Cache, count: int, srv: bool = False) -> float:
+    """Microseconds per first query of ``count`` distinct endpoint names (A, over UDP)
+    or, ``srv``, of the ``_http._tcp`` SRV name of each Headless service (over TCP:
+    a hundred targets do not fit UDP)."""
     handler = Handler(cache.zone, 1232)
     headless = [(imp.namespace, imp.name) for imp in cache.imports.values()
                 if imp.type.value == "Headless"]
     packets = []
-    for i in range(count):
+    for i in range(min(count, len(headless)) if srv else count):
         ns, svc = headless[i % len(headless)]
-        name = f"pod-{(i // len(headless)) % 100}.cluster-0.{svc}.{ns}.svc.{ZONE}"
+        name = (f"_http._tcp.{svc}.{ns}.svc.{ZONE}" if srv else
+                f"pod-{(i // len(headless)) % 100}.cluster-0.{svc}.{ns}.svc.{ZONE}")
         wire_name = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0"
         packets.append(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + wire_name
-                       + b"\x00\x01\x00\x01")
+                       + (b"\x00\x21\x00\x01" if srv else b"\x00\x01\x00\x01"))
     start = time.perf_counter()
     for packet in packets:
-        handler.handle(packet, False)
+        handler.handle(packet, srv)
     elapsed = time.perf_counter() - start
-    return elapsed / count * 1e6
+    return elapsed / len(packets) * 1e6
 
 
 def main() -> int:
@@ -135,7 +140,7 @@ def main() -> int:
     model_bytes = deep((imports, slices), seen)
     print(f"{len(imports):,} imports, {endpoints:,} endpoints; model (imports, slices): "
           f"{model_bytes / 2**20:.1f} MiB, {model_bytes / endpoints:.0f} B an endpoint")
-    figures = {}
+    figures, srv = {}, {}
     for lazy in (False, True):
         cache, cpu, allocated = build(lazy, imports, slices)
         label = "first use" if lazy else "encoded"
@@ -144,9 +149,12 @@ def main() -> int:
         for what, size in breakdown(cache):
             print(f"  {what:50s} {size / 2**20:7.1f} MiB {size / endpoints:6.0f} B/endpoint")
         figures[lazy] = first_queries(cache, args.queries)
+        srv[lazy] = first_queries(cache, args.queries, srv=True)
         del cache
     print(f"\nfirst query of a distinct endpoint name: {figures[True]:.2f} us on first use, "
           f"{figures[False]:.2f} us encoded ({figures[True] / figures[False]:.2f}x)")
+    print(f"first query of a Headless service's _http._tcp SRV (TCP): {srv[True]:.2f} us on "
+          f"first use, {srv[False]:.2f} us encoded ({srv[True] / srv[False]:.2f}x)")
     return 0
 
 
