@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,3 +140,63 @@ def test_the_milliseconds(msecs: float, shown: str) -> None:
     entry = record()
     entry.msecs = msecs
     assert json.loads(logs.JSONFormatter().format(entry))["time"] == f"2023-11-14T22:13:20{shown}"
+
+
+# -- StderrHandler's edges -------------------------------------------------------------------
+
+def written(reader: int) -> bytes:
+    """What the pipe holds now (the handler flushed first)."""
+    os.set_blocking(reader, False)
+    try:
+        return os.read(reader, 65536)
+    except BlockingIOError:
+        return b""
+
+
+def test_a_line_that_is_not_utf8_is_written_escaped(
+        pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "FLUSH_TIMEOUT", 10.0)  # returns once written, far sooner
+    handler = logs.StderrHandler(pipe[1])
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.emit(record("a name: %s", ("b\udcffc",)))  # a lone surrogate: os.fsdecode's
+    handler.flush()
+    assert written(pipe[0]) == b"a name: b\\udcffc\n"
+
+
+def test_a_line_that_cannot_be_formatted_is_reported_not_raised(
+        pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(logging, "raiseExceptions", True)  # logging's default: reported
+    handler = logs.StderrHandler(pipe[1])
+    handler.emit(record("count %d", ("many",)))
+    assert (handler.held, handler.thread) == (0, None)
+    assert "Message: 'count %d'\nArguments: ('many',)\n" in capsys.readouterr().err
+
+
+def test_the_writer_is_a_daemon_thread_named_for_its_job(pipe: tuple[int, int]) -> None:
+    """A writer blocked for good on a reader that never reads must not keep the process
+    from exiting."""
+    handler = logs.StderrHandler(pipe[1])
+    handler.emit(record())
+    assert handler.thread is not None
+    assert (handler.thread.name, handler.thread.daemon) == ("log-writer", True)
+
+
+class Waits(threading.Condition):
+    """A Condition whose wait_for returns at once, keeping the predicate it was given."""
+
+    predicate: Any = None
+
+    def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+        self.predicate = predicate
+        return predicate()
+
+
+def test_flush_waits_until_nothing_is_held(pipe: tuple[int, int]) -> None:
+    handler = logs.StderrHandler(pipe[1])
+    handler.changed = waits = Waits()
+    handler.flush()
+    handler.held = 5
+    assert waits.predicate() is False
+    handler.held = 0
+    assert waits.predicate() is True
