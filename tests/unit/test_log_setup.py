@@ -27,6 +27,8 @@ def root() -> Iterator[logging.Logger]:
     client = logging.getLogger("aiohttp")
     client_level = client.level
     yield logger
+    for handler in logger.handlers:
+        handler.flush()  # its writer thread done with the test's descriptor before it closes
     logger.handlers[:] = handlers
     logger.setLevel(level)
     client.setLevel(client_level)
@@ -178,6 +180,7 @@ def test_the_writer_is_a_daemon_thread_named_for_its_job(pipe: tuple[int, int]) 
     from exiting."""
     handler = logs.StderrHandler(pipe[1])
     handler.emit(record())
+    handler.flush()  # written before the pipe closes (its descriptor's number is reused)
     assert handler.thread is not None
     assert (handler.thread.name, handler.thread.daemon) == ("log-writer", True)
 
