@@ -203,3 +203,16 @@ def test_flush_waits_until_nothing_is_held(pipe: tuple[int, int]) -> None:
     assert waits.predicate() is False
     handler.held = 0
     assert waits.predicate() is True
+
+
+def test_lines_held_together_are_written_together_in_order(pipe: tuple[int, int]) -> None:
+    """While the test holds the handler's lock the writer thread cannot take a line: it
+    takes the three at once."""
+    handler = logs.StderrHandler(pipe[1])
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    with handler.changed:
+        for i in range(3):
+            handler.emit(record(f"line {i}", ()))
+        assert handler.held == 3 * len(b"line 0\n")
+    handler.flush()
+    assert written(pipe[0]) == b"line 0\nline 1\nline 2\n"
