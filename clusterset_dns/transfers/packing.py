@@ -139,6 +139,7 @@ class MessageWriter:
                     table, parts, at = self.table, self.parts, self.size
                     data = self._rrset(table, owner, section, at)
                 if at + len(data) > limit:  # alone too large (the TSIG room)
+                    _forget(table, owner, at)
                     yield from self._add_decoded(key, answer)
                     table, parts = self.table, self.parts
                     continue
@@ -186,6 +187,15 @@ _REACH = 0x4000 - 256
 # target, RFC 2782), so the only pointers of their records are the owners.
 _COPYABLE = frozenset({wire.A, wire.AAAA, wire.SRV, wire.TXT, wire.HINFO})
 _POINTERS = [(0xC000 | at).to_bytes(2, "big") for at in range(0x4000)]
+
+
+def _forget(table: dict[bytes, int], owner: bytes, at: int) -> None:
+    """Undoes what _rrset noted of an RRset that was not written after all: its owner (and
+    its parent) at ``at``, where the records decoded instead start; a name pointing
+    there would point at itself."""
+    for name in (owner, owner[owner[0] + 1 :]):
+        if table.get(name, -1) >= at:
+            del table[name]
 
 
 def with_serial(soa: rrs.Record, serial: int) -> rrs.Record:
