@@ -390,3 +390,52 @@ def test_an_rrset_past_what_pointers_reach_starts_a_new_message(size: int,
     pairs = [(key("a.svc.clusterset.local.", wire.A), stored(wire.A, A1, A2))]
     out, _ = pack_sets(pairs, 65535, before)
     assert len(out) == messages and everything(out)[1:] == expected(pairs)
+
+
+def glued(rtype: int, answers: list[bytes], extra: list[bytes], authority: bool) -> wire.Answer:
+    """An answer with records after its answer section (authority or additional ones,
+    owned by their own names, no C0 0C among them), not marked by glue_at."""
+    body = stored(rtype, *answers).body + b"".join(extra)
+    ns, ar = (len(extra), 0) if authority else (0, len(extra))
+    return wire.Answer(wire.heads(0, len(answers), ns, ar), body, 0)
+
+
+def target(i: int) -> bytes:
+    return wire_name(f"t{i}.svc.clusterset.local.") + wire.RR_HEAD.pack(wire.A, 1, 5, 4) + A1
+
+
+@pytest.mark.parametrize("extra", [1, 256])
+@pytest.mark.parametrize("authority", [False, True])
+def test_records_after_the_answer_section_are_never_copied_into_it(extra: int,
+                                                                    authority: bool) -> None:
+    pairs = [(key("a.svc.clusterset.local.", wire.A),
+              glued(wire.A, [A1], [target(i) for i in range(extra)], authority))]
+    messages, _ = pack_sets(pairs)
+    assert everything(messages) == ["a.svc.clusterset.local. 10.0.0.1"]
+
+
+def test_a_record_owned_elsewhere_is_decoded_whatever_its_data_holds() -> None:
+    """Its address holds C0 0C: as many owner pointers as records, but not as owners."""
+    address = b"\xc0\x0c\x00\x01"
+    answer = wire.Answer(wire.heads(0, 1, 0, 0), wire_name("a.svc.clusterset.local.")
+                         + wire.RR_HEAD.pack(wire.A, 1, 5, 4) + address, 0)
+    messages, _ = pack_sets([(key("a.svc.clusterset.local.", wire.A), answer)])
+    assert everything(messages) == ["a.svc.clusterset.local. 192.12.0.1"]
+
+
+def test_an_rrset_of_256_records_is_copied() -> None:
+    """Copied, its owner is written whole (its parent, svc.clusterset.local, was not
+    written before); decoded, it would have pointed at clusterset.local."""
+    many = [bytes([10, 1, 0, i]) for i in range(256)]
+    pairs = [(key("x.clusterset.local.", wire.A), stored(wire.A, A1)),
+             (key("b.svc.clusterset.local.", wire.A), stored(wire.A, *many))]
+    [message], _ = pack_sets(pairs)
+    assert everything([message]) == expected(pairs)
+    assert len(message) == 12 + len(QUESTION) + (20 + 14) + 24 + 14 + 255 * 16
+
+
+def test_an_rrset_of_one_label_too_large_for_a_message_is_split() -> None:
+    """Its parent, the root, was never noted: nothing to forget there."""
+    pairs = [(key("x.", wire.A), stored(wire.A, *[bytes([10, 0, 0, i]) for i in range(9)]))]
+    messages, _ = pack_sets(pairs, 90)
+    assert everything(messages) == expected(pairs) and len(messages) > 1
