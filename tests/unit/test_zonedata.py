@@ -48,6 +48,12 @@ def test_a_snapshot_holds_every_answer_of_the_zone_once() -> None:
     assert len({key for key, _ in pairs}) == len(pairs)
     assert sorted(zip((k for k, _ in pairs), map(sorted, texts(pairs)), strict=True)) == \
         sorted(zip((k for k, _ in every), map(sorted, texts(every)), strict=True))
+    # to the byte: the derived SRV answers' glue pointers shifted as the zone's own
+    assert sorted(whole(pairs)) == sorted(whole(every))
+
+
+def whole(pairs: list[tuple[bytes, wire.Answer]]) -> list[tuple[bytes, bytes, bytes, int]]:
+    return [(key, answer.heads[0], answer.body, answer.glue_at) for key, answer in pairs]
 
 
 def test_its_records_are_the_zones_but_the_soa_grouped_by_rrset() -> None:
