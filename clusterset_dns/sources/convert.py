@@ -32,6 +32,7 @@ from clusterset_dns.zone.model import (
     Prefer,
     ServiceImport,
     ServiceType,
+    pack_ips,
 )
 
 GROUP = "multicluster.x-k8s.io"
@@ -225,7 +226,7 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
         namespace=sys.intern(_lower(namespace)),
         name=sys.intern(_lower(name)),
         type=svc_type,
-        ips=tuple(ips) if svc_type is ServiceType.CLUSTER_SET_IP else (),
+        packed_ips=pack_ips(ips) if svc_type is ServiceType.CLUSTER_SET_IP else b"",
         ports=_ports(_field(sections, "ports"), "ports", warn),
         prefer=prefer,
         unknown_traffic=unknown,

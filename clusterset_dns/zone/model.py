@@ -10,7 +10,7 @@ import enum
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
-from typing import NamedTuple, Protocol, overload
+from typing import Any, NamedTuple, Protocol, overload
 
 from clusterset_dns.base.names import IP as IP  # the zone's addresses (base: config too)
 
@@ -52,7 +52,9 @@ class ServiceImport:
     namespace: str
     name: str
     type: ServiceType
-    ips: tuple[IP, ...]
+    # The IPs in order, packed: each after a byte of its length (4 or 16); ``ips``
+    # gives them as objects. Code may pass a sequence of addresses (__post_init__).
+    packed_ips: bytes
     ports: tuple[Port, ...]
     # trafficDistribution, as far as it is understood: a Headless import ranks its
     # endpoints local-first (see order.Tiers).
@@ -66,6 +68,31 @@ class ServiceImport:
     conditions: tuple[Condition, ...] = field(default=(), compare=False)
     slice_objects: str = field(default="", compare=False)  # endpointSliceObjects as given
     resource_version: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        given: Any = self.packed_ips
+        if type(given) is not bytes:
+            object.__setattr__(self, "packed_ips", pack_ips(given))
+
+    @property
+    def ips(self) -> tuple[IP, ...]:
+        return tuple(map(_ip, unpack(self.packed_ips)))
+
+
+def pack_ips(ips: Iterable[IP]) -> bytes:
+    """Addresses of either family packed, each after a byte of its length: one bytes
+    object where a tuple and an ``ipaddress`` object each took about 130 bytes."""
+    return b"".join(bytes((len(packed),)) + packed for packed in (ip.packed for ip in ips))
+
+
+def unpack(packed: bytes) -> list[bytes]:
+    """The addresses :func:`pack_ips` packed, each 4 or 16 bytes."""
+    found, i = [], 0
+    while i < len(packed):
+        size = packed[i]
+        found.append(packed[i + 1:i + 1 + size])
+        i += 1 + size
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +182,7 @@ class Endpoints:
         packed, width = self.packed, self.width
         if width:
             return [packed[i:i + width] for i in range(0, len(packed), width)]
-        found, i = [], 0
-        while i < len(packed):
-            size = packed[i]
-            found.append(packed[i + 1:i + 1 + size])
-            i += 1 + size
-        return found
+        return unpack(packed)
 
     def packs(self) -> list[list[bytes]]:
         """Each endpoint's addresses, packed (4 or 16 bytes)."""

@@ -24,6 +24,7 @@ from clusterset_dns.zone.model import (
     Prefer,
     ServiceImport,
     ServiceType,
+    unpack,
 )
 from clusterset_dns.zone.order import (
     FEW_ADDRESSES,
@@ -356,7 +357,7 @@ class RecordBuilder:
                                for place in piece.endpoints.places)
 
     def _cluster_set_ip(self, out: Built, svc: Labels, imp: ServiceImport) -> None:
-        ips = sorted_ips(imp.ips)
+        ips = sorted_packed(unpack(imp.packed_ips))
         self._exists(out, svc)
         self._addresses(out, svc, ips)
         if ips:

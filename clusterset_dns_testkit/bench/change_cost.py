@@ -61,8 +61,8 @@ def _loaded() -> None:
 
 
 def _as_given(endpoints: tuple[Any, ...]) -> Any:
-    """Endpoint objects as a slice's endpoints: a checkout before the compact model
-    stores them so, a later one makes its columns of them (EndpointSlice.__post_init__)."""
+    """Endpoint objects as a slice's endpoints, addresses as an import's IPs: a checkout
+    before the compact model stores them so, a later one packs them (__post_init__)."""
     return endpoints
 
 
@@ -74,7 +74,7 @@ def flips(endpoints: int, changes: int, budget_s: float, seed: int = 1) -> dict[
     from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImport, ServiceType
 
     ports = tuple(Port(f"p{i}", "tcp", 8000 + i) for i in range(PORTS))
-    imp = ServiceImport("bench", "web", ServiceType.HEADLESS, (), ports)
+    imp = ServiceImport("bench", "web", ServiceType.HEADLESS, _as_given(()), ports)
     slices = {}
     for s in range(endpoints // ENDPOINTS_PER_SLICE):
         ready = tuple(Endpoint((ipaddress.IPv4Address(0x0A000000 + s * ENDPOINTS_PER_SLICE
@@ -121,7 +121,7 @@ def added_imports(imports: int, changes: int) -> dict[str, Any]:
 
     def make(i: int) -> ServiceImport:
         return ServiceImport(f"ns-{i % 100}", f"svc-{i}", ServiceType.CLUSTER_SET_IP,
-                             (ipaddress.IPv4Address(0x0A000000 + i),), ports)
+                             _as_given((ipaddress.IPv4Address(0x0A000000 + i),)), ports)
 
     cache = Cache(ZoneNames("clusterset.local"), 5)
     started = time.perf_counter()
