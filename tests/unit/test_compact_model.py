@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterset_dns.base import names
 from clusterset_dns.sources import convert
 from clusterset_dns.zone.model import (
     NOWHERE,
@@ -231,3 +232,11 @@ def test_an_imports_ips_come_back_in_order(texts: list[str]) -> None:
     assert imp == ServiceImport("prod", "web", ServiceType.CLUSTER_SET_IP, tuple(expected),
                                 imp.ports)
     assert pickle.loads(pickle.dumps(imp)) == imp
+
+
+@SETTINGS
+@given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)))
+def test_a_packed_address_gets_the_name_its_object_gets(ip: Any) -> None:
+    """An endpoint without a hostname is named from its packed address as from the
+    address object (``10-1-2-3``, ``fd00--1``, a trailing ``-`` made ``-0``)."""
+    assert names.packed_hostname(ip.packed) == names.endpoint_hostname(ip)
