@@ -32,6 +32,9 @@ TYPE_SUFFIXES = tuple(struct.pack("!HH", t, wire.CLASS_IN)
 SRV_SUFFIX = TYPE_SUFFIXES[2]
 
 
+_POINTER_BYTES = bytes(range(0xC0, 0x100))  # the first byte of a compression pointer
+
+
 def shifted(answer: wire.Answer, shift: int) -> wire.Answer:
     """``answer`` (an SRV answer of records.py: every owner the question, ``C0 0C``,
     the targets uncompressed) after a question ``shift`` bytes longer: the same bytes
@@ -49,9 +52,17 @@ def shifted(answer: wire.Answer, shift: int) -> wire.Answer:
     size = 12 + int.from_bytes(glue[10:12])  # owner pointer, head, RDATA
     count, rest = divmod(len(glue), size)
     if (not rest and glue[10::size] == glue[10:11] * count
-            and glue[11::size] == glue[11:12] * count and min(glue[::size]) >= 0xC0):
-        ones = int.from_bytes((b"\x00\x01" + bytes(size - 2)) * count)
-        moved = (int.from_bytes(glue) + shift * ones).to_bytes(len(glue))
+            and glue[11::size] == glue[11:12] * count
+            and not glue[::size].translate(None, _POINTER_BYTES)):
+        # Every record of one size, each starting with a pointer: the pointers, two
+        # bytes each, gathered into one number, moved in one addition, put back.
+        pointers = bytearray(2 * count)
+        pointers[0::2], pointers[1::2] = glue[0::size], glue[1::size]
+        sums = (int.from_bytes(pointers) + shift * int.from_bytes(b"\x00\x01" * count)
+                ).to_bytes(2 * count)
+        out = bytearray(glue)
+        out[0::size], out[1::size] = sums[0::2], sums[1::2]
+        moved = bytes(out)
     else:
         parts, offset = [], 0
         while offset < len(glue):
