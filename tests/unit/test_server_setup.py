@@ -99,8 +99,8 @@ def test_without_ipv6_the_wildcard_is_ipv4s(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(server.socket, "socket", no_ipv6)
     sock: Any = make_socket("::", 53, socket.SOCK_STREAM, False)
-    assert (sock.family, sock.bound, sock.options) == \
-        (socket.AF_INET, ("0.0.0.0", 53), [(SOL, socket.SO_REUSEADDR, 1)])
+    assert (sock.family, sock.kind, sock.bound, sock.options) == \
+        (socket.AF_INET, socket.SOCK_STREAM, ("0.0.0.0", 53), [(SOL, socket.SO_REUSEADDR, 1)])
     with pytest.raises(OSError, match="not supported"):  # an IPv6 address asked for: an error
         make_socket("::1", 53, socket.SOCK_STREAM, False)
     assert made == [sock]

@@ -245,8 +245,10 @@ def test_messages_of_every_length_are_framed() -> None:
         transport = Transport()
         proto = connect(dns, transport)
         long = b"q" * 300
-        proto.data_received(frame(b"") + frame(long)[:200])
+        proto.data_received(frame(b""))  # two bytes in all
         assert [frames(w) for w in transport.written] == [[b"re:"]]
+        proto.data_received(frame(long)[:200])
+        assert len(transport.written) == 1
         proto.data_received(frame(long)[200:])
         assert frames(transport.written[1]) == [b"re:" + long]
         proto.connection_lost(None)
@@ -430,7 +432,16 @@ def test_the_idle_timeout_to_the_instant(buffered: int, paused: bool, aborted: b
         assert len(loop.timers) == 1 and proto.timer is None
         assert (transport.aborted, transport.closed) == (aborted, not aborted)
         assert dns.stats.tcp_aborted == int(aborted)
+        # another one in the same state: counted again
+        other = connect(dns, Transport())
+        other.loop = cast(asyncio.AbstractEventLoop, loop)
+        other.last_activity = 100.0
+        other.writing_paused = paused
+        cast(Transport, other.transport).buffered = buffered
+        other._check_idle()
+        assert dns.stats.tcp_aborted == 2 * int(aborted)
         proto.connection_lost(None)
+        other.connection_lost(None)
     run(main)
 
 
