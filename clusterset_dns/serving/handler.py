@@ -262,12 +262,10 @@ class Handler:
         well-formed IN question, ANY, a transfer, outside the zone, or not synced yet).
         What it finds is remembered in ``zone.negatives``, so that the same miss costs
         one look-up next time (a typo repeated by every client's retries and search
-        list). A name of the compact index gets its answer, encoded now or from the older
-        half of ``zone.first_use``, remembered there (changes to other names keep it)."""
-        first_use = self.zone.first_use
-        ans = first_use.take(key) or self.zone.cold(key)
+        list). A name answered on first use gets its answer from ``Zone.first``,
+        remembered in ``zone.first_use`` (changes to other names keep it)."""
+        ans = self.zone.first(key)
         if ans is not None:
-            first_use.put(key, ans)  # back into the recent half, or in for the first time
             return ans
         size = len(key)
         if size < 5 or key[size - 2 :] != b"\x00\x01":
@@ -354,7 +352,7 @@ class Handler:
             return self._error(qid, request_bits, wire.REFUSED, question, edns, tcp=tcp)
         zone = self.zone
         key = question.lower()
-        ans = self.answers.get(key) or zone.cold(key)
+        ans = self.answers.get(key) or zone.first(key)  # remembered, as on the fast path
         if ans is None:
             name = key[:-4]
             state = zone.lookup(name)

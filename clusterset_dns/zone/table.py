@@ -282,6 +282,18 @@ class Zone:
         return wire.Answer(ONE_ADDRESS, self.address_heads[len(packed)] + packed, 0)
 
 
+    def first(self, key: bytes) -> wire.Answer | None:
+        """:meth:`cold`'s answer through ``first_use``: remembered there (found in its
+        older half, moved back to the recent one), else encoded now and remembered;
+        None when ``key`` is not answered on first use."""
+        memory = self.first_use
+        ans = memory.get(key)
+        if ans is None:
+            ans = memory.take(key) or self.cold(key)
+            if ans is not None:
+                memory.put(key, ans)  # back into the recent half, or in for the first time
+        return ans
+
     def has(self, key: bytes) -> bool:
         """Whether the question key ``key`` has an answer, stored or encoded on use."""
         return key in self.answers or self.cold(key) is not None

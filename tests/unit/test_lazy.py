@@ -351,3 +351,29 @@ def test_a_port_name_with_its_service_names_records_is_answered_from_that_answer
             piece, ports=(Port("http", "tcp", 80), Port("dns", "udp", 53))))])
     assert not lazy.zone.derived and port in lazy.zone.answers
     _same(lazy, eager)
+
+
+def test_the_slow_path_answers_from_the_first_use_memory_too() -> None:
+    """A query the fast path leaves (an EDNS option: a resolver's cookie) gets the
+    remembered answer, and remembers what it encodes, as the fast path does."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    _serve(cache, "web", {f"h{i}": f"10.0.0.{i + 1}" for i in range(30)})
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    memory = cache.zone.first_use
+    cookie = b"\x00\x0a\x00\x08" + bytes(range(8))  # option COOKIE, a client cookie
+
+    def ask(name: str, qtype: int) -> bytes:
+        query = _query(_key(name)[:-4], qtype, True)
+        query = query[:-2] + len(cookie).to_bytes(2) + cookie  # the OPT's RDATA
+        reply = handler.handle(query, True)
+        assert reply is not None and reply[3] & 0x0F == 0
+        return reply
+
+    port = f"_http._tcp.web.prod.svc.{ZONE}"
+    for name, qtype in ((f"h0.east.web.prod.svc.{ZONE}", wire.A), (port, wire.SRV)):
+        assert _key(name, qtype) not in memory
+        first = ask(name, qtype)
+        assert _key(name, qtype) in memory  # encoded once, remembered
+        assert ask(name, qtype) == first
+    remembered = memory.get(_key(port, wire.SRV))
+    assert remembered is not None and remembered.body in ask(port, wire.SRV)
