@@ -45,6 +45,8 @@ SPLIT_VALID = [
     # 255 bytes on the wire exactly: 3 * (1 + 63) + (1 + 61) + 1
     (f"{L63}.{L63}.{L63}.{L61}", (L63.encode(),) * 3 + (L61.encode(),)),
     ("_http._tcp.web", (b"_http", b"_tcp", b"web")),
+    ("WEB.BOX.", (b"web", b"box")),  # only the dots are stripped, before the case is folded
+    ("web.prod..", (b"web", b"prod")),
 ]
 
 
@@ -68,6 +70,36 @@ SPLIT_INVALID = [
 def test_split_invalid(text: str) -> None:
     with pytest.raises(ValueError):  # InvalidName (or UnicodeError) are ValueErrors
         names.split(text)
+
+
+@pytest.mark.parametrize(("labels", "message"), [
+    ((b"web", b""), "empty label"),
+    ((b"a" * 64,), "label longer than 63 bytes: b'aaaaaaaaaaaaaaaaaaaa'..."),
+    ((b"a" * 63,) * 4, "name longer than 255 bytes on the wire"),
+])
+def test_what_is_wrong_with_a_name_is_said(labels: tuple[bytes, ...], message: str) -> None:
+    with pytest.raises(names.InvalidName) as raised:
+        names.check(labels)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(("wire", "text"), [
+    (b"\x00", "."),
+    (b"", "."),
+    (b"\x03web\x04prod\x00", "web.prod."),
+    (b"\x03web\x04prod\x00\x03end", "web.prod."),  # the name ends at its root
+    (b"\x03web", "web."),  # a name that runs off the end stops there
+    (b"\x03web\x04pr", "web.pr."),
+    (b"\x01a\x3f" + b"b" * 63 + b"\x00", "a." + "b" * 63 + "."),
+])
+def test_wire_to_text(wire: bytes, text: str) -> None:
+    assert names.wire_to_text(wire) == text
+
+
+@pytest.mark.parametrize(("address", "expected"), ENDPOINT_HOSTNAMES,
+                         ids=[a for a, _ in ENDPOINT_HOSTNAMES])
+def test_packed_hostname_is_endpoint_hostname(address: str, expected: str) -> None:
+    assert names.packed_hostname(ip_address(address).packed) == expected
 
 
 @pytest.mark.parametrize(("text", "ok"), [
