@@ -131,6 +131,23 @@ def check_columns(found: Endpoints, expected: list[Endpoint]) -> None:
     assert list(found.rows()) == [([ip.packed for ip in e.addresses], e.hostname,
                                    Place(e.zone, e.node, e.hints)) for e in expected]
     assert set(found.places) == {Place(e.zone, e.node, e.hints) for e in expected}
+    for past in (len(expected), -len(expected) - 1):
+        try:
+            found[past]
+        except IndexError:
+            pass
+        else:
+            raise AssertionError(f"endpoint {past} of {len(expected)} given")
+    # As compact as the endpoints allow: one family's addresses back to back, no count
+    # column when each has one address, no hostname column when none has a hostname.
+    addresses = [ip.packed for e in expected for ip in e.addresses]
+    widths = {len(packed) for packed in addresses}
+    if len(widths) == 1:
+        assert (found.width, found.packed) == (widths.pop(), b"".join(addresses))
+    elif widths:
+        assert found.width == 0
+    assert (found.counts is None) == all(len(e.addresses) == 1 for e in expected)
+    assert (found.hostnames is None) == all(e.hostname is None for e in expected)
     # The same endpoints written in code make the same columns (equal slices compare
     # equal, whichever way they were made), and a worker gets them whole.
     assert Endpoints.of(expected) == found
@@ -150,6 +167,8 @@ def test_a_converted_slice_gives_exactly_the_objects_endpoints(raw: dict[str, An
     made = EndpointSlice("prod", "s", "web", "east", tuple(ready), piece.ports,
                          serving=tuple(serving), not_ready=tuple(down))
     assert made == piece
+    kept = EndpointSlice("prod", "s", "web", "east", piece.endpoints, piece.ports)
+    assert kept.endpoints is piece.endpoints  # columns are taken as they are
     assert pickle.loads(pickle.dumps(piece)) == piece
 
 
