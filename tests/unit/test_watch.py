@@ -13,16 +13,17 @@ import copy
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clusterset_dns.base.config import Config
+from clusterset_dns.base.config import Config, ConfigError
 from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert, reflector, watch
-from clusterset_dns.sources.kube import ApiError, KubeError
+from clusterset_dns.sources.kube import ApiError, KubeClient, KubeError
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
@@ -1007,3 +1008,141 @@ def test_list_page_sizes_follow_the_largest_objects_seen_so_far(clock: FakeClock
     per_item = len(json.dumps(page(*large, rv="10", cont="c1"))) / 2
     at_large = int(reflector.PAGE_BYTES // per_item)
     assert limits == [reflector.FIRST_PAGE, 4, 8, 16, 32, at_large, 1] and at_large == 40
+
+
+# -- the source itself: discovery's retries, its client, its reflectors -----------------------
+
+GROUP_PATH = "/apis/multicluster.x-k8s.io"
+
+
+def served_group(*versions: str) -> dict[str, Any]:
+    return {"kind": "APIGroup", "versions": [{"groupVersion": v} for v in versions]}
+
+
+def test_discovery_retries_until_a_version_serves_serviceimports(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """The group not served (404), then served without serviceimports, then with: each
+    miss is said and retried after a back-off."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient(clock)
+    client.lists[GROUP_PATH] = [ApiError(404, "not found"), served_group(GV), served_group(GV)]
+    client.lists[f"/apis/{GV}"] = [resource_list("serviceexports"),
+                                   resource_list("serviceimports")]
+    client.lists[IMPORTS_PATH] = [page(WEB, rv="7")]
+    client.lists[SLICES_PATH] = [page(rv="7")]
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client, clock=clock)
+    with caplog.at_level("WARNING", logger=watch.__name__):
+        run_until(source.run, lambda: {SLICES_PATH, IMPORTS_PATH} <= client.hanging, clock)
+    assert sorted(cache.imports) == [("prod", "web")] and len(clock.sleeps) == 2
+    said = [r.getMessage() for r in caplog.records if r.name == watch.__name__]
+    assert len(said) == 2
+    assert said[0].startswith("discovering multicluster.x-k8s.io: multicluster.x-k8s.io is "
+                              "not served (is the mcs-api CRD installed?)")
+    assert said[1].startswith("discovering multicluster.x-k8s.io: no served version of "
+                              "multicluster.x-k8s.io has serviceimports")
+
+
+def test_a_slice_list_not_found_is_retried_never_rediscovered(clock: FakeClock) -> None:
+    """Only ServiceImports are discovered: a 404 of the EndpointSlices is an error to
+    retry, not a version gone."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient(clock)
+    client.lists[GROUP_PATH] = [served_group(GV)]
+    client.lists[f"/apis/{GV}"] = [resource_list("serviceimports")]
+    client.lists[IMPORTS_PATH] = [page(rv="7")]
+    client.lists[SLICES_PATH] = [ApiError(404, "not found"), page(DB_EAST, rv="7")]
+    source = watch.KubeSource(Config(), cache.apply, Metrics(), client, clock=clock)
+    run_until(source.run, lambda: {SLICES_PATH, IMPORTS_PATH} <= client.hanging, clock)
+    assert sorted(cache.slices) == [("prod", "db-east")] and cache.zone.synced
+
+
+def test_the_source_counts_invalid_objects(clock: FakeClock) -> None:
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient(clock)
+    client.lists[IMPORTS_PATH] = [page(WEB_BAD, rv="7")]
+    client.lists[SLICES_PATH] = [page(SLICE_BAD, rv="7")]
+    metrics = Metrics()
+    source = watch.KubeSource(Config(serviceimport_apis=(GV,)), cache.apply, metrics, client,
+                              clock=clock)
+    run_until(source.run, lambda: {SLICES_PATH, IMPORTS_PATH} <= client.hanging, clock)
+    assert cache.zone.synced and not clock.sleeps  # no retry: nothing failed
+    count = metrics.registry.get_sample_value
+    assert count("clusterset_dns_invalid_objects_total", {"kind": "ServiceImport"}) == 1
+    assert count("clusterset_dns_invalid_objects_total", {"kind": "EndpointSlice"}) == 1
+
+
+def test_extra_tasks_run_with_the_sources_client(clock: FakeClock) -> None:
+    client = FakeClient(clock)
+    client.lists[IMPORTS_PATH] = [page(rv="7")]
+    client.lists[SLICES_PATH] = [page(rv="7")]
+    given: list[Any] = []
+
+    async def extra(c: Any) -> None:
+        given.append(c)
+
+    source = watch.KubeSource(Config(serviceimport_apis=(GV,)), lambda ops: None, Metrics(),
+                              client, extra=[extra, extra], clock=clock)
+    run_until(source.run, lambda: {SLICES_PATH, IMPORTS_PATH} <= client.hanging, clock)
+    assert given == [client, client]
+
+
+def test_a_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "none"
+    source = watch.KubeSource(Config(kubeconfig=missing), lambda ops: None, Metrics())
+    with pytest.raises(ConfigError) as raised:
+        asyncio.run(source.run())
+    assert str(raised.value) == f"kubeconfig {missing}: no such file"
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: here
+  cluster: {server: "http://127.0.0.1:1"}
+users:
+- name: me
+  user: {token: "t"}
+contexts:
+- name: one
+  context: {cluster: here, user: me}
+current-context: one
+"""
+
+
+def test_the_configured_context_is_the_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    source = watch.KubeSource(Config(kubeconfig=path, context="two"), lambda ops: None,
+                              Metrics())
+    with pytest.raises(ConfigError, match=f"^kubeconfig {path}: .*two"):
+        asyncio.run(source.run())
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_the_source_closes_the_client_it_made_and_no_other(
+        tmp_path: Path, clock: FakeClock, own: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own client (from the kubeconfig: an API server on a closed loopback port) is
+    closed when the source stops; one given to it is the giver's to close."""
+    path = tmp_path / "config"
+    path.write_text(KUBECONFIG)
+    closed: list[Any] = []
+
+    async def close(self: KubeClient) -> None:
+        closed.append(self)
+
+    monkeypatch.setattr(KubeClient, "close", close)
+    config = Config(kubeconfig=path, serviceimport_apis=(GV,))
+
+    async def main() -> None:
+        given = None if own else await KubeClient.connect(path, None)
+        source = watch.KubeSource(config, lambda ops: None, Metrics(), given, clock=clock)
+        task = asyncio.create_task(source.run())
+        try:
+            await until(lambda: len(clock.sleeps) >= 2, task, clock)  # both lists failed
+        finally:
+            await stop(task)
+        assert isinstance(source.client, KubeClient)
+        assert closed == ([source.client] if own else [])
+
+    asyncio.run(main())
