@@ -1146,3 +1146,57 @@ def test_the_source_closes_the_client_it_made_and_no_other(
         assert closed == ([source.client] if own else [])
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("resource", "description", "path", "kind", "api_version"), [
+    (watch.import_resource(GV, None), f"serviceimports {GV}", IMPORTS_PATH, "ServiceImport", GV),
+    (watch.import_resource(GV, "prod"), f"serviceimports {GV} in prod",
+     f"/apis/{GV}/namespaces/prod/serviceimports", "ServiceImport", GV),
+    (watch.slice_resource(None), "endpointslices", SLICES_PATH, "EndpointSlice",
+     "discovery.k8s.io/v1"),
+    (watch.slice_resource("prod"), "endpointslices in prod",
+     "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices", "EndpointSlice",
+     "discovery.k8s.io/v1"),
+])
+def test_what_each_reflector_reads_and_names(resource: reflector.Resource, description: str,
+                                             path: str, kind: str, api_version: str) -> None:
+    """The description is what the logs say; kind and apiVersion name a rejected object
+    in its Event."""
+    assert (resource.description, resource.path, resource.kind, resource.api_version) == (
+        description, path, kind, api_version)
+
+
+def test_a_version_gone_is_discovered_again_in_each_namespace(clock: FakeClock) -> None:
+    """With --namespace prod and other: each namespace's new reflector deletes what its
+    namespace had through the old version and lacks now, and nothing of the other's."""
+    cache = Cache(ZoneNames(ZONE), 5)
+    client = FakeClient(clock)
+    alpha = "multicluster.x-k8s.io/v1alpha1"
+
+    def group(*versions: str) -> dict[str, Any]:
+        return {"kind": "APIGroup", "versions": [{"groupVersion": v} for v in versions],
+                "preferredVersion": {"groupVersion": versions[0]}}
+
+    def imports(version: str, ns: str) -> str:
+        return f"/apis/{version}/namespaces/{ns}/serviceimports"
+
+    other_db = service_import("db", namespace="other", ips=["10.9.0.2"])
+    client.lists[GROUP_PATH] = [group(GV, alpha), group(alpha)]
+    client.lists[f"/apis/{GV}"] = [resource_list("serviceimports")]
+    client.lists[f"/apis/{alpha}"] = [resource_list("serviceimports")]
+    client.lists[imports(GV, "prod")] = [page(WEB, DB, rv="7")]
+    client.lists[imports(GV, "other")] = [page(API, other_db, rv="7")]
+    client.streams[imports(GV, "prod")] = [[ApiError(404, "the server could not find it")]]
+    client.lists[imports(alpha, "prod")] = [page(WEB2, rv="9")]
+    client.lists[imports(alpha, "other")] = [page(API, rv="9")]
+    for ns in ("prod", "other"):
+        client.lists[f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices"] = [page(rv="7")]
+    metrics = Metrics()
+    source = watch.KubeSource(Config(namespaces=("prod", "other")), cache.apply, metrics,
+                              client, clock=clock)
+    run_until(source.run, lambda: {imports(alpha, "prod"), imports(alpha, "other")}
+              <= client.hanging, clock)
+    assert sorted(cache.imports) == [("other", "api"), ("prod", "web")]
+    assert str(cache.imports[("prod", "web")].ips[0]) == "10.1.0.2"
+    assert metrics.registry.get_sample_value("clusterset_dns_watch_restarts_total", {
+        "resource": "import", "reason": "not-served"}) == 1
