@@ -1148,20 +1148,20 @@ def test_the_source_closes_the_client_it_made_and_no_other(
     asyncio.run(main())
 
 
-@pytest.mark.parametrize(("resource", "description", "path", "kind", "api_version"), [
-    (watch.import_resource(GV, None), f"serviceimports {GV}", IMPORTS_PATH, "ServiceImport", GV),
-    (watch.import_resource(GV, "prod"), f"serviceimports {GV} in prod",
+@pytest.mark.parametrize(("made", "description", "path", "kind", "api_version"), [
+    ((GV, None), f"serviceimports {GV}", IMPORTS_PATH, "ServiceImport", GV),
+    ((GV, "prod"), f"serviceimports {GV} in prod",
      f"/apis/{GV}/namespaces/prod/serviceimports", "ServiceImport", GV),
-    (watch.slice_resource(None), "endpointslices", SLICES_PATH, "EndpointSlice",
-     "discovery.k8s.io/v1"),
-    (watch.slice_resource("prod"), "endpointslices in prod",
+    ((None,), "endpointslices", SLICES_PATH, "EndpointSlice", "discovery.k8s.io/v1"),
+    (("prod",), "endpointslices in prod",
      "/apis/discovery.k8s.io/v1/namespaces/prod/endpointslices", "EndpointSlice",
      "discovery.k8s.io/v1"),
 ])
-def test_what_each_reflector_reads_and_names(resource: reflector.Resource, description: str,
+def test_what_each_reflector_reads_and_names(made: tuple[Any, ...], description: str,
                                              path: str, kind: str, api_version: str) -> None:
     """The description is what the logs say; kind and apiVersion name a rejected object
-    in its Event."""
+    in its Event. (Made here, not at collection: the code under test runs in the test.)"""
+    resource = watch.import_resource(*made) if len(made) == 2 else watch.slice_resource(*made)
     assert (resource.description, resource.path, resource.kind, resource.api_version) == (
         description, path, kind, api_version)
 
