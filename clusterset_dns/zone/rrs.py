@@ -47,6 +47,8 @@ def _name(message: bytes, offset: int) -> tuple[bytes, int]:
             raise DecodeError("name runs past the message")
         length = message[offset]
         if length >= 0xC0:
+            if offset + 1 >= len(message):  # the pointer's second byte is missing
+                raise DecodeError("name runs past the message")
             if end < 0:
                 end = offset + 2
             hops += 1
