@@ -212,6 +212,10 @@ def test_the_room_left_for_a_hostname_is_nine_bytes_here() -> None:
     (endpoint_slice(derived("10.1.2.3", "10.11.22.3")), False),  # the longest address
     (endpoint_slice(derived("10.11.22.3"), cluster=None), True),  # no cluster: no check
     (endpoint_slice(named("h" * 10), cluster="e"), True),  # a short cluster id
+    # a cluster id of 55 bytes leaves 50: derived names (at most 40) need no check there,
+    # but the hostnames after them do
+    (endpoint_slice(derived("10.11.22.3"), named("h" * 50), cluster="c" * 53), True),
+    (endpoint_slice(derived("10.11.22.3"), named("h" * 51), cluster="c" * 53), False),
 ])
 def test_a_slice_is_refused_when_an_endpoint_name_would_not_fit(piece: EndpointSlice,
                                                                  admitted: bool) -> None:
@@ -250,9 +254,10 @@ def test_a_slice_of_a_service_name_that_does_not_fit_is_refused() -> None:
 def test_a_slice_port_whose_srv_name_cannot_exist_loses_only_its_name() -> None:
     adm, rejected, dirty = admission(), list[Rejected](), set[ObjectKey]()
     piece = EndpointSlice("prod", "s", "web", "east", (named("a"),),
-                          (Port("p" * 63, "tcp", 80), Port("ok", "tcp", 81)))
+                          (Port("", "udp", 1), Port("p" * 63, "tcp", 80), Port("ok", "tcp", 81)))
     got = adm.admit_slice(("prod", "s"), piece, rejected, dirty)
-    assert got is not None and got.ports == (Port("", "tcp", 80), Port("ok", "tcp", 81))
+    assert got is not None
+    assert got.ports == (Port("", "udp", 1), Port("", "tcp", 80), Port("ok", "tcp", 81))
     assert got.endpoints == piece.endpoints and got.cluster == "east"
     assert [(r.kind, r.served) for r in rejected] == [(SLICE, True)]
     assert adm.rejections[(SLICE, ("prod", "s"))].service == ("prod", "web")
