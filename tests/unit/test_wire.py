@@ -133,7 +133,9 @@ def test_ede_text_is_cut_at_200_bytes_on_a_character_boundary() -> None:
     assert text_of(wire.ede(0xFFFF, "p")) == (0xFFFF, 1, b"p")
 
 
-def test_heads_are_the_eight_variants_and_shared() -> None:
+def test_heads_are_the_eight_variants_and_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cache of this test's own: what earlier tests left there would hide one not kept
+    monkeypatch.setattr(wire, "_heads_cache", {})
     made = wire.heads(wire.NXDOMAIN, 2, 1, 3)
     assert len(made) == 8
     for i, head in enumerate(made):
@@ -200,6 +202,7 @@ ROOM = wire.TCP_MAX - 12 - QUESTION_LEN - wire.OPT_LEN
     (100, (0xFFFF, 0, 0), 100, [], ("Answer", 100, (0xFFFF, 0, 0), False)),
     (100, (0, 0xFFFF, 0xFFFE), 50, [], ("WithAdditional", 100, (0, 0xFFFF, 0xFFFE), False)),
     (100, (1, 0, 0x10000), 50, [50], ("Answer", 50, (1, 0, 0), False)),
+    (100, (0xFFFF, 0, 0x10000), 50, [50], ("Answer", 50, (0xFFFF, 0, 0), False)),
     (100, (1, 0x10000, 1), 50, [50], ("Answer", 50, (1, 0, 0), True)),
     (100, (0x10000, 0, 1), 50, [50], ("Answer", 50, (1, 0, 0), True)),
 ])
@@ -209,6 +212,7 @@ def test_sized(size: int, counts: tuple[int, int, int], additional_at: int, ends
     made = wire.sized(QUESTION_LEN, wire.NOERROR, body, counts, additional_at, ends)
     kind, kept, (an, ns, ar), tc = expected
     assert type(made).__name__ == kind
+    assert made.rcode == wire.NOERROR
     assert made.body == body[:kept]
     flags = wire.QR | wire.AA | (wire.TC if tc else 0)
     assert made.heads == wire.heads(wire.NOERROR, an, ns, ar, flags)
@@ -409,4 +413,104 @@ def test_a_negative_body_is_sized_for_the_longest_question() -> None:
             assert (made.size, made.heads) == (size, wire.heads(wire.NXDOMAIN, 0, 1, 0))
         else:  # no answer record to keep
             assert (made.size, made.heads) == (0, wire.heads(wire.NXDOMAIN, 0, 0, 0,
+                                                             wire.QR | wire.AA | wire.TC))
+
+
+def test_walk_name_refuses_pointers_unless_asked() -> None:
+    # the question of a query is never compressed (serving.query walks it so)
+    assert wire.walk_name(b"\xc0\x0c", 0) is None
+    assert wire.walk_name(b"\x01a\x00", 0) == ([0], 3)
+    # a pointer's offset may have any low bits: C1 00 points at 256
+    assert wire.walk_name(b"\xc1\x00", 0, pointers=True) == ([], 2)
+    assert wire.walk_name(b"\xff\xff", 0, pointers=True) == ([], 2)
+
+
+def test_numbers_of_32_and_16_bits_are_unsigned() -> None:
+    enc = wire.Encoder(APEX)
+    enc.soa(0, APEX, 60, APEX, APEX, 0xFFFFFFFF, 0x80000000)
+    body = enc.finish().body
+    assert body[-20:] == struct.pack("!IIIII", 0xFFFFFFFF, 7200, 1800, 86400, 0x80000000)
+    assert wire.question_key(APEX, 0xFFFF) == names_to_wire(APEX) + b"\xff\xff\x00\x01"
+
+
+def name_of_length(size: int, first: bytes = b"t") -> tuple[bytes, ...]:
+    """Labels whose wire form is ``size`` bytes (``first`` starts the first label)."""
+    labels: list[bytes] = []
+    left = size - 1
+    while left:
+        take = min(left, 64)
+        if left - take == 1:  # leave no label of 0 bytes
+            take -= 1
+        labels.append((first + b"x" * 62)[: take - 1] if not labels else b"y" * (take - 1))
+        left -= take
+    return tuple(labels)
+
+
+def joined_and_encoded(question: tuple[bytes, ...], targets: list[tuple[bytes, ...]],
+                       glue: tuple[bytes, ...] | None) -> tuple[wire.Answer | None, wire.Answer]:
+    """srv_answer's answer and the Encoder's, for SRV records to ``targets`` and one A
+    record of glue for the target ``glue``."""
+    joined = wire.srv_answer(question, 5, [(names_to_wire(t), 80, 0, 100) for t in targets],
+                             [] if glue is None else [(names_to_wire(glue), [b"\x0a\x00\x00\x09"])])
+    enc = wire.Encoder(question)
+    for target in targets:
+        enc.srv(0, question, 5, 0, 100, 80, target, names_to_wire(target))
+    if glue is not None:
+        enc.address(2, glue, 5, b"\x0a\x00\x00\x09")
+    return joined, enc.finish()
+
+
+def test_srv_answer_points_glue_at_a_target_inside_the_question() -> None:
+    # the SRV of a ClusterSetIP import: its target is the service, a suffix of the question
+    question = (b"_http", b"_tcp", *QUESTION)
+    joined, encoded = joined_and_encoded(question, [QUESTION], QUESTION)
+    assert joined is not None
+    assert (joined.heads, joined.body) == (encoded.heads, encoded.body)
+    assert joined.body[joined.glue_at:joined.glue_at + 2] == struct.pack("!H", 0xC000 | 23)
+
+
+@pytest.mark.parametrize(("at", "joined"), [(0x3FFE, True), (0x3FFF, False)])
+def test_srv_answer_declines_a_target_a_pointer_cannot_reach(at: int, joined: bool) -> None:
+    base = BASE + 18  # where the first target is written
+    fillers: list[tuple[bytes, ...]] = []
+    while at - base >= 82 + 82:  # SRV records to targets of 64 bytes: 82 bytes each
+        fillers.append(name_of_length(64, b"f%d" % len(fillers)))
+        base += 82
+    fillers.append(name_of_length(at - base - 18, b"g"))  # the last filler lands it exactly
+    last = name_of_length(20, b"z")
+    made, encoded = joined_and_encoded(QUESTION, [*fillers, last], last)
+    body = encoded.body
+    assert BASE + body.index(names_to_wire(last)) == at
+    if not joined:
+        assert made is None
+        return
+    assert made is not None
+    assert (made.heads, made.body) == (encoded.heads, encoded.body)
+    assert made.body[made.glue_at:made.glue_at + 2] == struct.pack("!H", 0xC000 | at)
+
+
+def test_the_additional_section_starts_at_its_first_record() -> None:
+    # even at the start of the body (no answer or authority record before it)
+    enc = wire.Encoder(QUESTION)
+    enc.address(2, QUESTION, 5, b"\x0a\x00\x00\x01")
+    enc.address(2, QUESTION, 5, b"\x0a\x00\x00\x02")
+    made = enc.finish()
+    assert made.glue_at == 0 and made.heads == wire.heads(wire.NOERROR, 0, 0, 2)
+    enc = wire.Encoder(QUESTION)
+    enc.address(0, QUESTION, 5, b"\x0a\x00\x00\x01")
+    enc.address(2, QUESTION, 5, b"\x0a\x00\x00\x02")
+    enc.address(2, QUESTION, 5, b"\x0a\x00\x00\x03")
+    assert enc.finish().glue_at == 16
+
+
+def test_an_encoded_answer_fits_one_message_to_the_byte() -> None:
+    # one TXT record owned by the question: 12 bytes and its rdata
+    for size, whole in ((Q_ROOM, True), (Q_ROOM + 1, False)):
+        enc = wire.Encoder(QUESTION)
+        enc.text(0, QUESTION, wire.TXT, 5, text_of_size(size - 12))
+        made = enc.finish()
+        if whole:
+            assert (made.size, made.heads) == (size, wire.heads(wire.NOERROR, 1, 0, 0))
+        else:
+            assert (made.size, made.heads) == (0, wire.heads(wire.NOERROR, 0, 0, 0,
                                                              wire.QR | wire.AA | wire.TC))
