@@ -92,3 +92,52 @@ def test_an_alias_never_anchored_is_a_parse_error() -> None:
     with pytest.raises(yamlsafe.DocumentError) as caught:
         yamlsafe.documents("a: *nowhere", False)
     assert caught.value.reason == "parse" and str(caught.value) == "alias *nowhere is not defined"
+
+
+def nested_yaml(depth: int) -> str:
+    """A mapping holding ``depth`` - 1 nested block lists (``depth`` collections)."""
+    return "a:\n" + "".join("  " * i + "-\n" for i in range(1, depth - 1)) + "  " * (
+        depth - 1) + "- x\n"
+
+
+def test_the_yaml_depth_limit_is_exact() -> None:
+    yamlsafe.check_events(nested_yaml(yamlsafe.MAX_DEPTH))
+    with pytest.raises(yamlsafe.DocumentError) as caught:
+        yamlsafe.check_events(nested_yaml(yamlsafe.MAX_DEPTH + 1))
+    assert caught.value.reason == "limits"
+    assert str(caught.value) == f"nested deeper than {yamlsafe.MAX_DEPTH} levels"
+
+
+@pytest.mark.parametrize(("text", "reason", "said"), [
+    ("a: &x [1, *x]", "limits", "recursive alias *x"),
+    ("a: &x {b: [*x]}", "limits", "recursive alias *x"),
+    ("--- &x [1]\n--- [*x]\n", "parse", "alias *x is not defined"),  # not across documents
+    ("a: [&x [1], *y]", "parse", "alias *y is not defined"),
+])
+def test_aliases_refused(text: str, reason: str, said: str) -> None:
+    with pytest.raises(yamlsafe.DocumentError) as caught:
+        yamlsafe.check_events(text)
+    assert (caught.value.reason, str(caught.value)) == (reason, said)
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("[&s 1, *s, *s]", 4),  # a scalar anchored is one node
+    ("[&m {a: 1}, *m]", 1 + 3 + 3),  # a mapping: itself, a key and a value
+    ("[[1, 2], &l [3], *l]", 1 + 3 + 2 + 2),  # a list not anchored counts once
+    ("--- &d [1, 2]\n--- [&d [1], *d, *d]\n", 3 + 1 + 2 + 2 + 2),  # this document's &d
+])
+@pytest.mark.parametrize("spare", [0, -1])
+def test_every_node_counts_once_and_each_alias_its_anchor(
+        text: str, nodes: int, spare: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(yamlsafe, "MAX_ALIAS_EXPANSION", nodes - len(text) + spare)
+    if spare < 0:
+        with pytest.raises(yamlsafe.DocumentError):
+            yamlsafe.check_events(text)
+    else:
+        yamlsafe.check_events(text)
+        yamlsafe.check_events(text, yaml.SafeLoader)  # the pure-Python parser counts alike
+
+
+def test_documents_leave_out_empty_ones() -> None:
+    assert yamlsafe.documents("---\n--- [1]\n---\n", False) == [[1]]
+    assert yamlsafe.documents("", False) == []
