@@ -5,6 +5,9 @@ resourceVersions (etcd revisions, numerically; anything else never older)."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
 
 from clusterset_dns.sources.reflector import PAGE_BYTES, PAGE_SIZE, _older, page_limit
@@ -46,3 +49,15 @@ def test_a_byte_or_less_per_item_is_counted_as_one() -> None:
 ])
 def test_only_a_lower_etcd_revision_is_older(version: str, than: str, older: bool) -> None:
     assert _older(version, than) is older
+
+
+def test_a_page_never_asks_for_more_than_the_bytes_hold() -> None:
+    """To the fraction of a byte: PAGE_BYTES / 5 as a float is a hair over a fifth, so
+    five such items would be over the budget: four are asked for."""
+    for items in range(2, PAGE_SIZE):
+        for largest in (PAGE_BYTES / items, math.nextafter(PAGE_BYTES / items, math.inf),
+                        math.nextafter(PAGE_BYTES / items, 0.0)):
+            limit = page_limit(PAGE_SIZE, largest)
+            assert Fraction(limit) * Fraction(largest) <= PAGE_BYTES
+            assert Fraction(limit + 1) * Fraction(largest) > PAGE_BYTES
+    assert page_limit(PAGE_SIZE, PAGE_BYTES / 5) == 4
