@@ -1,12 +1,17 @@
 """dnstap.Tap.from_config (the identity and version each message carries, by default and
-given; the queue's bound) and read_control's limits (a data frame where a control frame
-belongs, a control frame of MAX_CONTROL bytes and one byte more). Written for the
-survivors of scripts/mutate on process/dnstap.py."""
+given; the queue's bound; the clock), read_control's limits (a data frame where a control
+frame belongs, a control frame of MAX_CONTROL bytes and one byte more), and the goodbye:
+STOP without a content type, then FINISH waited for STOP_TIMEOUT on the injected clock
+and no longer, whatever the collector does instead (closes, resets, sends something else,
+nothing): the sender ends quietly. Written for the survivors of scripts/mutate on
+process/dnstap.py."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import struct
 
 import pytest
 
@@ -15,6 +20,9 @@ from clusterset_dns.base.config import Config, DnstapTarget
 from clusterset_dns.process import dnstap
 from clusterset_dns.process import dnstapwire as wire
 from clusterset_dns.serving.stats import Stats
+
+from .fakeclock import FakeClock
+from .test_dnstap import until
 
 TARGET = DnstapTarget(path="/nowhere/tap.sock")
 
@@ -29,7 +37,9 @@ def test_from_config(identity: str | None, version: str | None, preamble: bytes)
     stats = Stats()
     config = Config(dnstap=TARGET, dnstap_identity=identity, dnstap_version=version,
                     dnstap_queue=7)
-    tap = dnstap.Tap.from_config(config, stats)
+    clock = FakeClock()
+    tap = dnstap.Tap.from_config(config, stats, clock)
+    assert tap.clock is clock
     expected = wire.Encoder(preamble)
     out: list[bytes] = []
     tap.encoder.frames(out, wire.Encoder.heads(b""), 1, b"q", 2, b"r")
@@ -76,3 +86,92 @@ def test_a_data_frame_where_a_control_frame_belongs(escape: bytes) -> None:
                        match=r"^a data frame where a control frame was expected$"):
         read(control(wire.control_frame(wire.ACCEPT)[8:], escape))
 
+
+
+# -- the goodbye: STOP, then FINISH within STOP_TIMEOUT ---------------------------------------
+
+FINISHES = ["finish", "late", "never", "close", "garbage", "reset"]
+
+
+async def goodbye(behaviour: str, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """A TCP collector that takes the handshake, reads our STOP and then does
+    ``behaviour``; the Tap is stopped with nothing queued."""
+    stops: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await dnstap.read_control(reader)  # READY
+        writer.write(wire.control_frame(wire.ACCEPT))
+        await dnstap.read_control(reader)  # START
+        head = await reader.readexactly(8)
+        stops.append(head + await reader.readexactly(int.from_bytes(head[4:], "big")))
+        if behaviour == "late":
+            await clock.sleep(dnstap.STOP_TIMEOUT / 2)
+        if behaviour in ("finish", "late"):
+            writer.write(wire.control_frame(wire.FINISH, None))
+        elif behaviour == "garbage":
+            writer.write(b"\0\0\0\1" + bytes(8))  # a data frame
+        elif behaviour == "reset":
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        elif behaviour == "never":
+            await asyncio.Event().wait()
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    tap = dnstap.Tap(DnstapTarget(host="127.0.0.1", port=port), "", "", 10, Stats(), clock)
+    tap.start()
+    await until(lambda: tap.connected, "connected")
+    caplog.clear()
+    stopping = asyncio.ensure_future(tap.stop())
+    await until(lambda: bool(stops), "STOP")
+    assert stops == [wire.control_frame(wire.STOP, None)]  # no content type in a STOP
+    assert tap.task is not None
+    if behaviour in ("late", "never"):
+        wait = dnstap.STOP_TIMEOUT / 2 if behaviour == "late" else dnstap.STOP_TIMEOUT
+        await until(lambda: len(clock.pending()) >= (3 if behaviour == "late" else 2),
+                    "the timers")
+        clock.advance(wait - 0.001)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert not stopping.done() and not tap.task.done()  # FINISH is waited for
+        clock.advance(0.001)
+    await until(stopping.done, "stopped")
+    assert stopping.result() is None
+    assert tap.task.done() and not tap.task.cancelled()  # it ended, not cut at FLUSH_TIMEOUT
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    server.close()
+
+
+@pytest.mark.parametrize("behaviour", FINISHES)
+def test_the_goodbye(behaviour: str, caplog: pytest.LogCaptureFixture) -> None:
+    asyncio.run(asyncio.wait_for(goodbye(behaviour, FakeClock(), caplog), 30))
+
+
+def test_a_dropped_answer_counts_its_messages() -> None:
+    """Two messages an answer, one for a query without a response."""
+    async def body() -> Stats:
+        stats = Stats()
+        tap = dnstap.Tap(TARGET, "", "", 1, stats, FakeClock())
+        tap.observe(b"q", b"r", False, ("127.0.0.1", 1), 0)  # the queue's one place
+        tap.observe(b"q", None, False, ("127.0.0.1", 1), 0)
+        assert stats.dnstap_dropped == 1
+        tap.observe(b"q", b"r", False, ("127.0.0.1", 1), 0)
+        return stats
+
+    assert asyncio.run(body()).dnstap_dropped == 3
+
+
+def test_stop_returns_once_the_sender_has_ended() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        tap = dnstap.Tap(TARGET, "", "", 10, Stats(), clock)
+        tap.start()
+        await until(lambda: bool(clock.pending()), "a retry waiting")
+        await tap.stop()
+        assert tap.task is not None and tap.task.done()  # no turn of the loop in between
+
+    asyncio.run(asyncio.wait_for(body(), 30))
