@@ -175,3 +175,42 @@ def test_stop_returns_once_the_sender_has_ended() -> None:
         assert tap.task is not None and tap.task.done()  # no turn of the loop in between
 
     asyncio.run(asyncio.wait_for(body(), 30))
+
+
+def encoded(answers: list[tuple[bool, tuple[str, int]]], tap: dnstap.Tap) -> list[bytes]:
+    """Each answer's frames as ``tap`` encodes them (one _encode a batch of BATCH)."""
+    out = []
+    for tcp, peer in answers:
+        tap.observe(b"\0\1q", b"\0\1r", tcp, peer, 0)
+    while tap.queue:
+        out.append(tap._encode())
+    return out
+
+
+def test_each_client_has_its_own_head() -> None:
+    """Clients told apart by address, port and transport: each answer's messages are
+    those a Tap that never saw another client writes."""
+    answers = [(False, ("127.0.0.1", 5353)), (False, ("127.0.0.2", 5353)),
+               (False, ("127.0.0.1", 5354)), (True, ("127.0.0.1", 5353)),
+               (False, ("127.0.0.1", 5353))]
+
+    async def body() -> None:
+        clock = FakeClock()
+        together = b"".join(encoded(answers, dnstap.Tap(TARGET, "", "", 10, Stats(), clock)))
+        alone = b"".join(b"".join(encoded([a], dnstap.Tap(TARGET, "", "", 10, Stats(), clock)))
+                         for a in answers)
+        assert together == alone
+
+    asyncio.run(body())
+
+
+def test_the_heads_remembered_are_at_most_4096() -> None:
+    async def body() -> None:
+        tap = dnstap.Tap(TARGET, "", "", 5000, Stats(), FakeClock())
+        clients = [(False, ("127.0.0.1", port)) for port in range(1, 4098)]
+        encoded(clients[:4096], tap)
+        assert len(tap._heads) == 4096
+        encoded(clients[4096:], tap)
+        assert len(tap._heads) == 1  # forgotten at once, then the new one
+
+    asyncio.run(body())
