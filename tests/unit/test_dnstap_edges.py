@@ -12,6 +12,9 @@ import asyncio
 import logging
 import socket
 import struct
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,3 +217,90 @@ def test_the_heads_remembered_are_at_most_4096() -> None:
         assert len(tap._heads) == 1  # forgotten at once, then the new one
 
     asyncio.run(body())
+
+
+# -- a collector that pauses, resumes or half-closes -----------------------------------------
+
+class Pausing:
+    """A Unix-socket collector that takes the handshake, then reads nothing until
+    ``resume`` is set; it counts the data frames it reads."""
+
+    def __init__(self) -> None:
+        self.resume = asyncio.Event()
+        self.frames = 0
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        try:
+            await dnstap.read_control(reader)  # READY
+            writer.write(wire.control_frame(wire.ACCEPT))
+            await dnstap.read_control(reader)  # START
+            await self.resume.wait()
+            while True:
+                length = int.from_bytes(await reader.readexactly(4), "big")
+                await reader.readexactly(length)
+                self.frames += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+
+BIG = b"\0\1" + bytes(4000)
+
+
+async def paused_tap(path: str, clock: FakeClock, answers: int) -> tuple[Pausing, dnstap.Tap]:
+    """A Tap stalled behind the paused collector: ``answers`` large answers queued, more
+    than the socket and WRITE_HIGH hold."""
+    collector = Pausing()
+    await asyncio.start_unix_server(collector.serve, path)
+    tap = dnstap.Tap(DnstapTarget(path=path), "", "", answers, Stats(), clock)
+    tap.start()
+    await until(lambda: tap.connected and bool(collector.writers), "connected")
+    for _ in range(answers):
+        tap.observe(BIG, BIG, False, ("127.0.0.1", 1), 0)
+    await until(lambda: not tap.queue, "all encoded")
+    for _ in range(20):
+        await asyncio.sleep(0.001)
+    return collector, tap
+
+
+def in_a_directory(body: Any) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(asyncio.wait_for(body(str(Path(tmp) / "tap.sock"), FakeClock()), 30))
+
+
+def test_a_collector_that_pauses_then_reads_gets_every_frame(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The sender waits for a slow collector and goes on when it reads again, on the
+    same connection."""
+    async def body(path: str, clock: FakeClock) -> None:
+        collector, tap = await paused_tap(path, clock, 200)
+        assert tap.stats.dnstap_sent == 400 and collector.frames == 0
+        collector.resume.set()
+        await until(lambda: collector.frames == 400, "every frame")
+        tap.observe(b"\0\1q", b"\0\1r", False, ("127.0.0.1", 1), 0)
+        await until(lambda: collector.frames == 402, "the next answer")
+        assert len(collector.writers) == 1 and tap.connected
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        if tap.task is not None:
+            tap.task.cancel()
+
+    in_a_directory(body)
+
+
+@pytest.mark.parametrize("stalled", [False, True], ids=["idle", "stalled"])
+def test_a_collector_that_closes_its_side_is_said_gone(
+        stalled: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """The end of the collector's stream, while the sender waits for answers or for the
+    collector to read: the connection is given up, and the log says why."""
+    async def body(path: str, clock: FakeClock) -> None:
+        collector, tap = await paused_tap(path, clock, 200 if stalled else 0)
+        caplog.clear()
+        collector.writers[0].write_eof()
+        await until(lambda: not tap.connected, "given up")
+        [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warning.endswith(" (the collector closed the connection); reconnecting")
+        if tap.task is not None:
+            tap.task.cancel()
+
+    in_a_directory(body)
