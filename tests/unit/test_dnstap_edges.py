@@ -9,6 +9,7 @@ process/dnstap.py."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import struct
@@ -302,5 +303,39 @@ def test_a_collector_that_closes_its_side_is_said_gone(
         assert warning.endswith(" (the collector closed the connection); reconnecting")
         if tap.task is not None:
             tap.task.cancel()
+
+    in_a_directory(body)
+
+
+def slept(clock: FakeClock, count: int) -> bool:
+    return len(clock.sleeps) == count
+
+
+def test_an_outage_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """The collector absent through three retries: one warning; then it comes, goes for
+    good, and is retried three times: one more (its loss), none for the retries."""
+    async def body(path: str, clock: FakeClock) -> None:
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 10, Stats(), clock)
+        tap.start()
+        assert tap.task is not None and tap.task.get_name() == "dnstap"
+        for tries in range(1, 4):
+            await until(lambda: bool(clock.pending()), "a retry waiting")
+            clock.jump()
+            await until(functools.partial(slept, clock, tries), f"retry {tries}")
+        assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+        collector = Pausing()
+        server = await asyncio.start_unix_server(collector.serve, path)
+        await until(lambda: tap.connected, "connected", clock)
+        caplog.clear()
+        server.close()
+        collector.writers[0].transport.abort()
+        await until(lambda: not tap.connected, "lost")
+        for tries in range(len(clock.sleeps) + 1, len(clock.sleeps) + 4):
+            await until(lambda: bool(clock.pending()), "a retry waiting")
+            clock.jump()
+            await until(functools.partial(slept, clock, tries), f"retry {tries}")
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1 and "lost the collector" in warnings[0]
+        tap.task.cancel()
 
     in_a_directory(body)
