@@ -339,3 +339,26 @@ def test_an_outage_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
         tap.task.cancel()
 
     in_a_directory(body)
+
+
+def test_batch_after_batch_with_one_turn_of_the_loop_between(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """More than two batches queued while the collector reads: all are encoded within a
+    few turns of the event loop (the sender yields a turn, it does not pause)."""
+    async def body(path: str, clock: FakeClock) -> None:
+        collector = Pausing()
+        collector.resume.set()
+        await asyncio.start_unix_server(collector.serve, path)
+        count = 2 * dnstap.BATCH + 1
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", count, Stats(), clock)
+        tap.start()
+        await until(lambda: tap.connected, "connected")
+        for _ in range(count):
+            tap.observe(b"\0\1q", b"\0\1r", False, ("127.0.0.1", 1), 0)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not tap.queue and tap.stats.dnstap_sent == 2 * count
+        if tap.task is not None:
+            tap.task.cancel()
+
+    in_a_directory(body)
