@@ -142,3 +142,23 @@ def test_not_synced_and_nothing_counted() -> None:
     assert got["clusterset_dns_workers_missing"] == one(0)
     assert got["clusterset_dns_journal_records"] == one(0)
     assert got["clusterset_dns_largest_rrset_records"] == one(1)  # the apex's NS
+
+
+def test_the_durations_histogram_folds_every_process() -> None:
+    """Cumulative buckets per transport, each bound's label its repr, a sample at a
+    bound counted in it, one a hair above in the next, one past every bound only in
+    +Inf; the count and sum of both processes."""
+    mine, worker = Stats(), Stats()
+    first = counters.DURATION_BUCKETS[0]
+    mine.durations.record(False, first, 2)
+    worker.durations.record(False, first * 1.001, 1)
+    worker.durations.record(True, 100.0, 3)
+    got = samples(ServerCollector(build_cache(), mine, lambda: [worker]))
+    bounds = [repr(b) for b in counters.DURATION_BUCKETS] + ["+Inf"]
+    expected = {(("le", b), ("proto", "udp")): 2 if i == 0 else 3 for i, b in enumerate(bounds)}
+    expected |= {(("le", b), ("proto", "tcp")): 3 if b == "+Inf" else 0 for b in bounds}
+    assert got["clusterset_dns_request_duration_seconds_bucket"] == expected
+    assert got["clusterset_dns_request_duration_seconds_count"] == {
+        (("proto", "udp"),): 3, (("proto", "tcp"),): 3}
+    assert got["clusterset_dns_request_duration_seconds_sum"] == {
+        (("proto", "udp"),): 2 * first + first * 1.001, (("proto", "tcp"),): 300.0}
