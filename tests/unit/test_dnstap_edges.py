@@ -26,7 +26,7 @@ from clusterset_dns.process import dnstapwire as wire
 from clusterset_dns.serving.stats import Stats
 
 from .fakeclock import FakeClock
-from .test_dnstap import until
+from .test_dnstap import Collector, until
 
 TARGET = DnstapTarget(path="/nowhere/tap.sock")
 
@@ -124,9 +124,10 @@ async def goodbye(behaviour: str, clock: FakeClock, caplog: pytest.LogCaptureFix
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    # 127.0.0.2: the host is the target's, not any loopback address
+    server = await asyncio.start_server(serve, "127.0.0.2", 0)
     port = server.sockets[0].getsockname()[1]
-    tap = dnstap.Tap(DnstapTarget(host="127.0.0.1", port=port), "", "", 10, Stats(), clock)
+    tap = dnstap.Tap(DnstapTarget(host="127.0.0.2", port=port), "", "", 10, Stats(), clock)
     tap.start()
     await until(lambda: tap.connected, "connected")
     caplog.clear()
@@ -360,5 +361,32 @@ def test_batch_after_batch_with_one_turn_of_the_loop_between(
         assert not tap.queue and tap.stats.dnstap_sent == 2 * count
         if tap.task is not None:
             tap.task.cancel()
+
+    in_a_directory(body)
+
+
+def test_stop_before_start() -> None:
+    async def body() -> None:
+        tap = dnstap.Tap(TARGET, "", "", 10, Stats(), FakeClock())
+        await tap.stop()
+        assert tap.task is None and not tap.closing
+
+    asyncio.run(body())
+
+
+def test_a_collector_that_refuses_the_content_type_is_said_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def body(path: str, clock: FakeClock) -> None:
+        collector = Collector(path, content_type=b"protobuf:other")
+        await collector.start()
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 10, Stats(), clock)
+        tap.start()
+        await until(lambda: bool(collector.controls), "READY")
+        await until(lambda: bool(clock.pending()), "a retry waiting")
+        [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert (f"(the collector answered READY with control frame {wire.ACCEPT} "
+                f"[b'protobuf:other'] (not ACCEPT of {wire.CONTENT_TYPE!r}))") in warning
+        await tap.stop()
+        await collector.close()
 
     in_a_directory(body)
