@@ -162,3 +162,12 @@ def test_the_durations_histogram_folds_every_process() -> None:
         (("proto", "udp"),): 3, (("proto", "tcp"),): 3}
     assert got["clusterset_dns_request_duration_seconds_sum"] == {
         (("proto", "udp"),): 2 * first + first * 1.001, (("proto", "tcp"),): 300.0}
+
+
+def test_every_family_has_a_help_text() -> None:
+    """Each family /metrics shows says what it counts (# HELP): a text, not None."""
+    families = list(ServerCollector(build_cache(), Stats()).collect())
+    assert len(families) == 22
+    for family in families:
+        assert isinstance(family.documentation, str) and family.documentation.strip(), \
+            family.name
