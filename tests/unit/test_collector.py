@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterset_dns.process.collector import ServerCollector
+from clusterset_dns.process.collector import Largest, ServerCollector
 from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns.zone.cache import IMPORT, Cache, PutRejected
@@ -171,3 +171,16 @@ def test_every_family_has_a_help_text() -> None:
     for family in families:
         assert isinstance(family.documentation, str) and family.documentation.strip(), \
             family.name
+
+
+def test_the_largest_rrset_is_read_again_at_most_a_minute_later_by_default() -> None:
+    """A reading that takes a second would wait 100 s: by default the wait is 60 s."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.5  # two readings a reading: it took a second
+        return now[0]
+
+    largest = Largest(build_cache(), clock=clock)
+    largest.get()
+    assert largest.wait == 60.0
