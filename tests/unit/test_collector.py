@@ -178,7 +178,7 @@ def test_the_largest_rrset_is_read_again_at_most_a_minute_later_by_default() -> 
     now = [0.0]
 
     def clock() -> float:
-        now[0] += 0.5  # two readings a reading: it took a second
+        now[0] += 1.0  # the reading took a second (from one clock reading to the next)
         return now[0]
 
     largest = Largest(build_cache(), clock=clock)
