@@ -309,7 +309,9 @@ def test_a_collector_that_closes_its_side_is_said_gone(
 
 
 def slept(clock: FakeClock, count: int) -> bool:
-    return len(clock.sleeps) == count
+    # at least: a jump may end a connection attempt's timer (CONNECT_TIMEOUT) instead of
+    # a retry's wait, which fails that attempt all the same
+    return len(clock.sleeps) >= count
 
 
 def test_an_outage_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
