@@ -14,7 +14,7 @@ are sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from clusterset_dns.zone import rrs, wire
@@ -28,7 +28,7 @@ class Snapshot:
     keys: list[bytes]
     answers: list[wire.Answer]
     generation: int  # Zone.generation when taken
-    hosts: list[tuple[bytes, dict[bytes, bytes]]] = field(default_factory=list)
+    hosts: list[tuple[bytes, Mapping[bytes, bytes]]] = field(default_factory=list)
     address_heads: dict[int, bytes] = field(default_factory=dict)
     # (key, its service name's key and answer) of the keys answered from it (Zone.derived).
     derived: list[tuple[bytes, bytes, wire.Answer]] = field(default_factory=list)

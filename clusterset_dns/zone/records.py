@@ -36,7 +36,7 @@ from clusterset_dns.zone.order import (
     sorted_packed,
     srv_weight,
 )
-from clusterset_dns.zone.table import Hosts, Present, share
+from clusterset_dns.zone.table import Hosts, Names, Present, share
 from clusterset_dns.zone.wire import HINFO, SRV, Encoder, question_key
 
 log = logging.getLogger(__name__)
@@ -431,19 +431,21 @@ class RecordBuilder:
         glue = {host: ips if len(ips) == 1 else sorted_packed(ips)
                 for host, ips in hosts.items()}
         lazy, index = self.lazy, out.hosts
+        parents: dict[bytes, dict[bytes, bytes]] = {}
         for owner, ips in sorted(glue.items()):
             if lazy and len(ips) == 1:
                 # Most endpoint names: only the index entry, encoded when first asked.
                 name = self._wire(owner)
                 first = name[0] + 1
-                parent = index.get(name[first:])
+                parent = parents.get(name[first:])
                 if parent is None:
-                    index[name[first:]] = parent = {}
+                    parents[name[first:]] = parent = {}
                     self._exists(out, owner[1:])
                 parent[name[:first]] = ips[0]
                 continue
             self._exists(out, owner)
             self._addresses(out, owner, ips)
+        index.update((name, Names(labels)) for name, labels in parents.items())
         if tiers is None:
             srv_records.sort(key=lambda r: (r[1].port, r[1].protocol, r[1].name, r[0]))
             self._srv_sets(out, svc, srv_records, glue)

@@ -103,15 +103,89 @@ ONE_ADDRESS = wire.heads(0, 1, 0, 0)
 # The key suffix of an endpoint name's one address, by the address's packed length.
 FAMILY_SUFFIX = {4: TYPE_SUFFIXES[0], 16: TYPE_SUFFIXES[1]}
 
+# Endpoint names' first labels shared by every parent that has them (pod-0, pod-1...
+# repeat in every StatefulSet's service): one bytes object each. Bounded, never
+# emptied: names past the bound (IP-derived ones, mostly unique) are simply not shared.
+SHARED_LABELS_CAP = 8_192
+_shared_labels: dict[bytes, bytes] = {}
+
+
+def shared_label(label: bytes) -> bytes:
+    """``label`` itself or the equal bytes object already shared (see above)."""
+    known = _shared_labels.get(label)
+    if known is not None:
+        return known
+    if len(_shared_labels) < SHARED_LABELS_CAP:
+        _shared_labels[label] = label
+    return label
+
+
+class Names(Mapping[bytes, bytes]):
+    """The endpoint names of one parent: first label -> the name's one packed address.
+    Packed to save the bytes object of each address (~40 B a name): the addresses sit
+    in one bytes per family and each label maps to its position, IPv4 ones first
+    (positions below 257 are ints CPython shares). Built whole, never changed."""
+
+    __slots__ = ("_at", "_v4", "_v6")
+
+    def __init__(self, labels: Mapping[bytes, bytes]) -> None:
+        v4 = [(label, packed) for label, packed in labels.items() if len(packed) == 4]
+        v6 = [(label, packed) for label, packed in labels.items() if len(packed) != 4]
+        if any(len(packed) != 16 for _, packed in v6):
+            raise ValueError("an endpoint address that is neither 4 nor 16 bytes")
+        self._v4 = b"".join(packed for _, packed in v4)
+        self._v6 = b"".join(packed for _, packed in v6)
+        self._at = {shared_label(label): at
+                    for at, (label, _) in enumerate(itertools.chain(v4, v6))}
+
+    def _address(self, at: int) -> bytes:
+        fours = len(self._v4) >> 2
+        if at < fours:
+            return self._v4[at << 2 : (at + 1) << 2]
+        at -= fours
+        return self._v6[at << 4 : (at + 1) << 4]
+
+    def get(self, label: bytes, default: bytes | None = None) -> bytes | None:  # type: ignore[override]
+        at = self._at.get(label)
+        return default if at is None else self._address(at)
+
+    def __getitem__(self, label: bytes) -> bytes:
+        return self._address(self._at[label])
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._at
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:  # type: ignore[override]
+        address = self._address
+        return ((label, address(at)) for label, at in self._at.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Names) and (self._v4, self._v6, self._at) == (
+                other._v4, other._v6, other._at):
+            return True  # the same build's layout (the usual case of an unchanged parent)
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Names({dict(self.items())!r})"
+
+
 # The compact index of endpoint names answered on first use (records.py, ``lazy``):
-# parent name (the wire form, lower case, of ``<cluster>.<service>...``) -> {first
-# label (wire, with its length byte) -> the name's one packed address}. An inner
-# dict is replaced whole by a rebuild, never changed in place, so a transfer's
-# snapshot keeps a consistent copy by keeping the pairs.
-Hosts = dict[bytes, dict[bytes, bytes]]
+# parent name (the wire form, lower case, of ``<cluster>.<service>...``) -> its
+# names (first label, wire, with its length byte -> the name's one packed address):
+# a Names (a plain dict does too). An entry is replaced whole by a rebuild, never
+# changed in place, so a transfer's snapshot keeps a consistent copy by keeping the pairs.
+Hosts = dict[bytes, Mapping[bytes, bytes]]
 
 
-def host_answers(hosts: Iterable[tuple[bytes, dict[bytes, bytes]]],
+def host_answers(hosts: Iterable[tuple[bytes, Mapping[bytes, bytes]]],
                  address_heads: Mapping[int, bytes]) -> Iterator[tuple[bytes, wire.Answer]]:
     """(answer key, answer) of every name of ``hosts``: what an eager build stores."""
     for parent, labels in hosts:
