@@ -102,7 +102,7 @@ def test_rdata_names_are_expanded() -> None:
     ns = record(b"\xc0\x0c", wire.NS, 5, b"\x02ns\xc0\x10")
     soa = record(b"\xc0\x0c", wire.SOA, 5, b"\x01m\xc0\x10\x01r\xc0\x0c"
                  + struct.pack("!IIIII", 7, 1, 2, 3, 4))
-    message = HEAD + KEY + srv + ns + soa
+    message = HEAD + KEY + srv + soa + ns  # the SOA's rdata ends where its record does
     at = 12 + len(KEY)
     got = []
     while at < len(message):
@@ -110,11 +110,11 @@ def test_rdata_names_are_expanded() -> None:
         got.append(one)
     assert [r.rdata for r in got] == [
         struct.pack("!HHH", 1, 2, 80) + b"\x01a" + QNAME,
-        b"\x02ns\x04prod\x00",
         b"\x01m\x04prod\x00\x01r" + QNAME + struct.pack("!IIIII", 7, 1, 2, 3, 4),
+        b"\x02ns\x04prod\x00",
     ]
     assert [rrs.data_text(r) for r in got] == [
-        "5 IN SRV 1 2 80 a.web.prod.", "5 IN NS ns.prod.", "5 IN SOA m.prod. r.web.prod. 7 1 2 3 4"]
+        "5 IN SRV 1 2 80 a.web.prod.", "5 IN SOA m.prod. r.web.prod. 7 1 2 3 4", "5 IN NS ns.prod."]
 
 
 def test_skip_name_and_skip_record() -> None:
