@@ -1,0 +1,268 @@
+"""Batched UDP I/O (serving.udpbatch) beside tests/unit/test_udpbatch.py: the observed
+path answering from the handler (a datagram without a reply, a reply of two bytes, one
+too short, one not bytes, the sender asked for), the remembering handler's memory and
+fast path under an observer, the peers' addresses as observers get them and the bounded
+cache of them, the reader on the loop, and the pieces loaded once (libc's calls, where
+a bytes object keeps its data). Real loopback sockets; the loop is a stand-in."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import errno
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+
+from clusterset_dns.serving import udpbatch
+from clusterset_dns.serving.udpbatch import BatchReader, Peer
+
+from .fakeclock import FakeClock
+
+pytestmark = pytest.mark.skipif(udpbatch.load() is not None,
+                                reason=f"no batched UDP I/O here: {udpbatch.load()}")
+
+Seen = tuple[bytes, "bytes | None", bool, tuple[Any, ...], int]
+
+
+def handle(data: bytes, tcp: bool, peer: Peer | None) -> bytes | None:
+    """b"re:" + the datagram; none to b"drop"; b"ok" (two bytes: an ID and nothing) to
+    b"two"; one byte to b"short" and a bytearray to b"odd" (bugs: not sent); the
+    sender's address to b"who"."""
+    assert tcp is False and peer is not None
+    if data == b"drop":
+        return None
+    if data == b"two":
+        return b"ok"
+    if data == b"short":
+        return b"s"
+    if data == b"odd":
+        return bytearray(b"re:odd")  # type: ignore[return-value]
+    if data == b"who":
+        return b"at:" + peer().encode()
+    return b"re:" + data
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[Seen] = []
+
+    def __call__(self, query: bytes, response: bytes | None, tcp: bool,
+                 peer: tuple[Any, ...], started: int) -> None:
+        self.seen.append((query, response, tcp, peer, started))
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[[str], socket.socket]]:
+    made: list[socket.socket] = []
+
+    def make(host: str) -> socket.socket:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        sock.bind((host, 0))
+        sock.settimeout(2)
+        made.append(sock)
+        return sock
+
+    yield make
+    for sock in made:
+        sock.close()
+
+
+def server(host: str = "127.0.0.1") -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    sock.bind((host, 0))
+    sock.setblocking(False)
+    return sock
+
+
+def take(reader: BatchReader, count: int) -> None:
+    """Calls the reader until it took ``count`` datagrams in all (bounded)."""
+    taken = 0
+    for _ in range(50):
+        reader._readable()
+        taken += reader.used
+        if taken >= count:
+            return
+    raise AssertionError(f"only {taken} of {count} datagrams were taken")
+
+
+def quiet(sock: socket.socket) -> bool:
+    """Nothing more waits on ``sock`` (asked without waiting)."""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        sock.recv(100)
+    except BlockingIOError:
+        return True
+    finally:
+        sock.settimeout(timeout)
+    return False
+
+
+BATCH = [b"one", b"drop", b"two", b"short", b"odd", b"who", b"end"]
+
+
+@pytest.mark.parametrize("observed", [False, True])
+def test_a_batch_with_every_kind_of_reply(observed: bool,
+                                          clients: Callable[[str], socket.socket]) -> None:
+    """Over UDP (the handler is told so), each datagram's own reply to its own peer,
+    moved down past those without one; the observer is shown each query with the
+    response that went out (None for none), its peer, and the batch's start on the
+    clock; the next batch goes to its own peers too."""
+    sock, seen = server(), Recorder()
+    clock = FakeClock(tick=0.5)
+    reader = BatchReader(sock, handle, None, seen if observed else None, None, clock)
+    a, b = clients("127.0.0.2"), clients("127.0.0.3")
+    where = sock.getsockname()
+    for k, data in enumerate(BATCH):
+        (a if k % 2 == 0 else b).sendto(data, where)
+    take(reader, len(BATCH))
+    # a sent one, two, odd, end; b sent drop, short, who
+    assert [a.recvfrom(100)[0] for _ in range(3)] == [b"re:one", b"ok", b"re:end"]
+    assert b.recvfrom(100)[0] == b"at:127.0.0.3"
+    assert quiet(a) and quiet(b)
+    if observed:
+        pa, pb = a.getsockname(), b.getsockname()
+        assert seen.seen == [
+            (b"one", b"re:one", False, pa, 1_000_500_000_000),
+            (b"drop", None, False, pb, 1_000_500_000_000),
+            (b"two", b"ok", False, pa, 1_000_500_000_000),
+            (b"short", None, False, pb, 1_000_500_000_000),
+            (b"odd", None, False, pa, 1_000_500_000_000),
+            (b"who", b"at:127.0.0.3", False, pb, 1_000_500_000_000),
+            (b"end", b"re:end", False, pa, 1_000_500_000_000)]
+    b.sendto(b"first", where)
+    a.sendto(b"second", where)
+    take(reader, 2)
+    assert (a.recvfrom(100)[0], b.recvfrom(100)[0]) == (b"re:second", b"re:first")
+    sock.close()
+
+
+class Remembering:
+    """A handler's memory (the bytes after the ID -> the response after its ID, the
+    counter's index), its fast path (b"fast" only) and its slow one."""
+
+    def __init__(self) -> None:
+        self.responses: dict[bytes, tuple[bytes, int]] = {b"mem": (b"+mem", 1)}
+        self.stats = type("Counters", (), {"requests": [0, 0, 0]})()
+
+    def fast(self, rest: bytes, tcp: bool, /) -> bytes | None:
+        return b"+fast" if rest == b"fast" else None
+
+    def slow(self, data: bytes, tcp: bool, peer: Peer | None = None, /) -> bytes | None:
+        return handle(data, tcp, peer)
+
+
+def test_an_observed_batch_answers_from_memory_and_the_fast_path_and_counts(
+        clients: Callable[[str], socket.socket]) -> None:
+    sock, seen, memory = server(), Recorder(), Remembering()
+    reader = BatchReader(sock, handle, cast(udpbatch.Remembering, memory), seen, None,
+                         FakeClock())
+    a = clients("127.0.0.1")
+    for data in (b"ABmem", b"CDfast", b"EFmem", b"GH"):
+        a.sendto(data, sock.getsockname())
+    take(reader, 4)
+    assert [a.recvfrom(100)[0] for _ in range(4)] == [b"AB+mem", b"CD+fast", b"EF+mem",
+                                                      b"re:GH"]
+    assert memory.stats.requests == [0, 2, 0]  # one count per remembered answer
+    assert [(q, r) for q, r, _, _, _ in seen.seen] == [
+        (b"ABmem", b"AB+mem"), (b"CDfast", b"CD+fast"), (b"EFmem", b"EF+mem"),
+        (b"GH", b"re:GH")]
+    sock.close()
+
+
+def test_an_ipv6_peer_is_shown_as_the_socket_module_gives_it(
+        clients: Callable[[str], socket.socket]) -> None:
+    sock, seen = server("::1"), Recorder()
+    reader = BatchReader(sock, handle, None, seen)
+    c = clients("::1")
+    c.sendto(b"six", sock.getsockname()[:2])
+    take(reader, 1)
+    assert c.recvfrom(100)[0] == b"re:six"
+    host, port = c.getsockname()[:2]
+    assert [peer for _, _, _, peer, _ in seen.seen] == [(host, port, 0, 0)]
+    assert reader._address(0) == (host, port, 0, 0)
+    sock.close()
+
+
+def test_the_cache_of_peer_addresses_is_bounded(clients: Callable[[str], socket.socket]) -> None:
+    """Emptied when a new peer would take it past MAX_ADDRESSES; a known peer is found
+    in it without adding anything."""
+    sock, seen = server(), Recorder()
+    reader = BatchReader(sock, handle, None, seen)
+    for n in range(udpbatch.MAX_ADDRESSES - 1):
+        reader.addresses[b"fake%d" % n] = ("192.0.2.1", n)
+    a, b = clients("127.0.0.2"), clients("127.0.0.3")
+    where = sock.getsockname()
+    a.sendto(b"1", where)
+    take(reader, 1)
+    assert len(reader.addresses) == udpbatch.MAX_ADDRESSES  # a: the last place
+    a.sendto(b"2", where)
+    take(reader, 1)
+    assert len(reader.addresses) == udpbatch.MAX_ADDRESSES  # found: nothing added
+    b.sendto(b"3", where)
+    take(reader, 1)
+    assert list(reader.addresses.values()) == [b.getsockname()]  # full: emptied first
+    assert [peer for _, _, _, peer, _ in seen.seen] == [a.getsockname()] * 2 + [b.getsockname()]
+    sock.close()
+
+
+def test_a_sender_of_no_known_family_is_empty() -> None:
+    sock = server()
+    reader = BatchReader(sock, handle)
+    ctypes.memset(reader.name_at[0], 0, udpbatch.ADDR_SIZE)  # family 0 (AF_UNSPEC)
+    assert reader._peer(0) == ""
+    sock.close()
+
+
+class Loop:
+    def __init__(self) -> None:
+        self.readers: dict[int, Callable[[], None]] = {}
+
+    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
+        self.readers[fd] = callback
+
+    def remove_reader(self, fd: int) -> bool:
+        return self.readers.pop(fd, None) is not None
+
+
+def test_the_reader_is_registered_with_the_loop_and_taken_off(
+        clients: Callable[[str], socket.socket]) -> None:
+    sock, loop = server(), Loop()
+    reader = BatchReader(sock, handle)
+    fd = sock.fileno()
+    reader.start(cast(asyncio.AbstractEventLoop, loop))
+    assert loop.readers == {fd: reader._readable}
+    a = clients("127.0.0.1")
+    a.sendto(b"one", sock.getsockname())
+    for _ in range(50):
+        loop.readers[fd]()
+        if reader.used:
+            break
+    assert a.recvfrom(100)[0] == b"re:one"
+    reader.stop(cast(asyncio.AbstractEventLoop, loop))
+    assert loop.readers == {} and sock.fileno() == -1
+
+
+def test_libcs_calls_are_loaded_with_their_errno() -> None:
+    """recvmmsg and sendmmsg return an int, and the errno of a failed call is kept for
+    ctypes.get_errno (which the reader reads to tell EAGAIN from a real error)."""
+    calls = udpbatch._Calls()
+    assert calls.recvmmsg.restype is ctypes.c_int and calls.sendmmsg.restype is ctypes.c_int
+    ctypes.set_errno(0)
+    assert calls.recvmmsg(-1, None, 1, udpbatch.MSG_DONTWAIT, None) == -1
+    assert ctypes.get_errno() == errno.EBADF
+    ctypes.set_errno(0)
+    assert calls.sendmmsg(-1, None, 1, udpbatch.MSG_DONTWAIT) == -1
+    assert ctypes.get_errno() == errno.EBADF
+
+
+def test_where_a_bytes_object_keeps_its_data() -> None:
+    offset = udpbatch._bytes_data_offset()
+    assert offset == bytes.__basicsize__ - 1
+    data = b"the reply"
+    assert ctypes.string_at(id(data) + offset, len(data)) == data
