@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import select
+import signal
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -17,6 +19,7 @@ from typing import Any, cast
 import pytest
 
 from clusterset_dns.serving import udpbatch
+from clusterset_dns.serving.stats import Durations, Sampler
 from clusterset_dns.serving.udpbatch import BatchReader, Peer
 
 from .fakeclock import FakeClock
@@ -266,3 +269,121 @@ def test_where_a_bytes_object_keeps_its_data() -> None:
     assert offset == bytes.__basicsize__ - 1
     data = b"the reply"
     assert ctypes.string_at(id(data) + offset, len(data)) == data
+
+
+# -- what a wake-up takes, and what the kernel refuses --------------------------------------
+
+
+def test_a_sampled_batch_does_not_end_the_wake_up(clients: Callable[[str], socket.socket]) -> None:
+    """Every batch timed (1 in 1): datagrams arriving while one is answered are still
+    taken in the same wake-up, counted with it."""
+    a = clients("127.0.0.1")
+    durations = Durations()
+    sock = server()
+    where = sock.getsockname()
+
+    def more(data: bytes, tcp: bool, peer: Peer | None) -> bytes | None:
+        if data == b"first":
+            for n in range(3):
+                a.sendto(b"then%d" % n, where)
+        return b"re:" + data
+
+    reader = BatchReader(sock, more, None, None, Sampler(1, durations, False), FakeClock())
+    a.sendto(b"first", where)
+    reader._readable()
+    assert reader.used == 4
+    assert [a.recvfrom(100)[0] for _ in range(4)] == [b"re:first", b"re:then0", b"re:then1",
+                                                      b"re:then2"]
+    assert sum(durations.counts[False]) == 4  # two timed batches, each of its answers
+    sock.close()
+
+
+def failing(reader: BatchReader, errors: list[int]) -> list[int]:
+    """sendmmsg fails with the next of ``errors`` (0: the kernel's own call) per call,
+    as the kernel cannot be made to on loopback; the lengths asked for, returned."""
+    real, asked = reader.sendmmsg, []
+
+    def send(fd: Any, vec: Any, vlen: int, flags: int) -> int:
+        asked.append(vlen)
+        code = errors.pop(0) if errors else 0
+        if code:
+            ctypes.set_errno(code)
+            return -1
+        return int(real(fd, vec, vlen, flags))
+
+    reader.sendmmsg = send  # type: ignore[assignment]
+    return asked
+
+
+def test_an_interrupted_send_is_made_again(clients: Callable[[str], socket.socket]) -> None:
+    sock = server()
+    reader = BatchReader(sock, handle)
+    asked = failing(reader, [errno.EINTR])
+    a = clients("127.0.0.1")
+    for data in (b"1", b"2"):
+        a.sendto(data, sock.getsockname())
+    take(reader, 2)
+    assert asked == [2, 2] and reader.dropped == 0
+    assert [a.recvfrom(100)[0] for _ in range(2)] == [b"re:1", b"re:2"]
+    sock.close()
+
+
+def test_drops_are_added_up(clients: Callable[[str], socket.socket]) -> None:
+    """A full buffer drops the rest of its batch, twice; a reply refused is skipped
+    (the third of a batch: those after it still go, once each)."""
+    sock = server()
+    reader = BatchReader(sock, handle)
+    a = clients("127.0.0.1")
+    where = sock.getsockname()
+    failing(reader, [errno.EAGAIN, errno.ENOBUFS])
+    for batch in ([b"1", b"2"], [b"3", b"4", b"5"]):
+        for data in batch:
+            a.sendto(data, where)
+        take(reader, len(batch))
+    assert reader.dropped == 5
+    real, asked = reader.sendmmsg, []
+    steps: list[tuple[str, int]] = [("send", 2), ("fail", errno.EPERM)]
+
+    def scripted(fd: Any, vec: Any, vlen: int, flags: int) -> int:
+        asked.append(vlen)
+        what, n = steps.pop(0) if steps else ("send", vlen)
+        if what == "fail":
+            ctypes.set_errno(n)
+            return -1
+        return int(real(fd, vec, min(vlen, n), flags))
+
+    reader.sendmmsg = scripted  # type: ignore[assignment]
+    for data in (b"6", b"7", b"8", b"9"):
+        a.sendto(data, where)
+    take(reader, 4)
+    # 6 and 7 went, 8 was refused (skipped), 9 went
+    assert asked == [4, 2, 1]
+    assert [a.recvfrom(100)[0] for _ in range(3)] == [b"re:6", b"re:7", b"re:9"]
+    assert quiet(a)
+    assert reader.dropped == 6
+    sock.close()
+
+
+def test_a_wake_up_never_waits_even_on_a_blocking_socket(
+        clients: Callable[[str], socket.socket]) -> None:
+    """recvmmsg is asked not to wait (MSG_DONTWAIT): a blocking socket would otherwise
+    hold the loop until a whole batch arrived. An alarm bounds the test if it did."""
+    sock = server()
+    sock.setblocking(True)
+    reader = BatchReader(sock, handle)
+    a = clients("127.0.0.1")
+    a.sendto(b"one", sock.getsockname())
+    select.select([sock], [], [], 2)
+
+    def late(signum: int, frame: Any) -> None:
+        raise TimeoutError("the reader waited")
+
+    before = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, 5)
+    try:
+        reader._readable()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert reader.used == 1 and a.recvfrom(100)[0] == b"re:one"
+    sock.close()
