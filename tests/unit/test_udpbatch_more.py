@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import logging
 import select
 import signal
 import socket
@@ -138,10 +139,14 @@ def test_a_batch_with_every_kind_of_reply(observed: bool,
             (b"odd", None, False, pa, 1_000_500_000_000),
             (b"who", b"at:127.0.0.3", False, pb, 1_000_500_000_000),
             (b"end", b"re:end", False, pa, 1_000_500_000_000)]
-    b.sendto(b"first", where)
-    a.sendto(b"second", where)
+    if observed:  # one entry a peer
+        assert sorted(reader.addresses.values()) == sorted([a.getsockname(), b.getsockname()])
+    # tx slot 1 sent to a's address above (datagram 2's): now it is b's turn there
+    a.sendto(b"first", where)
+    b.sendto(b"second", where)
     take(reader, 2)
-    assert (a.recvfrom(100)[0], b.recvfrom(100)[0]) == (b"re:second", b"re:first")
+    assert (a.recvfrom(100)[0], b.recvfrom(100)[0]) == (b"re:first", b"re:second")
+    assert quiet(a) and quiet(b)
     sock.close()
 
 
@@ -342,7 +347,8 @@ def test_drops_are_added_up(clients: Callable[[str], socket.socket]) -> None:
         take(reader, len(batch))
     assert reader.dropped == 5
     real, asked = reader.sendmmsg, []
-    steps: list[tuple[str, int]] = [("send", 2), ("fail", errno.EPERM)]
+    steps: list[tuple[str, int]] = [("send", 2), ("fail", errno.EPERM),
+                                    ("send", 1), ("send", 1), ("fail", errno.EAGAIN)]
 
     def scripted(fd: Any, vec: Any, vlen: int, flags: int) -> int:
         asked.append(vlen)
@@ -361,6 +367,11 @@ def test_drops_are_added_up(clients: Callable[[str], socket.socket]) -> None:
     assert [a.recvfrom(100)[0] for _ in range(3)] == [b"re:6", b"re:7", b"re:9"]
     assert quiet(a)
     assert reader.dropped == 6
+    for data in (b"10", b"11", b"12"):  # one sent, then a full buffer: the other two dropped
+        a.sendto(data, where)
+    take(reader, 3)
+    assert asked[3:] == [3, 2] and reader.dropped == 8
+    assert a.recvfrom(100)[0] == b"re:10" and quiet(a)
     sock.close()
 
 
@@ -387,3 +398,53 @@ def test_a_wake_up_never_waits_even_on_a_blocking_socket(
         signal.signal(signal.SIGALRM, before)
     assert reader.used == 1 and a.recvfrom(100)[0] == b"re:one"
     sock.close()
+
+
+@pytest.mark.parametrize(("patch", "reason"), [
+    ({"sys.platform": "darwin"}, "not Linux (darwin)"),
+    ({"_layout": lambda: {"sizeof(msghdr)": 48}},
+     "unexpected struct layout {'sizeof(msghdr)': 48}"),
+    ({"_DATA_OFFSET": None}, "cannot address the data of bytes objects"),
+])
+def test_why_batched_io_cannot_be_used(monkeypatch: pytest.MonkeyPatch, patch: dict[str, Any],
+                                       reason: str) -> None:
+    for name, value in patch.items():
+        if name == "sys.platform":
+            monkeypatch.setattr(udpbatch.sys, "platform", value)
+        else:
+            monkeypatch.setattr(udpbatch, name, value)
+    assert udpbatch.load() == reason
+    sock = server()
+    with pytest.raises(OSError) as raised:
+        BatchReader(sock, handle)
+    assert (raised.value.errno, raised.value.strerror) == (
+        errno.ENOSYS, f"batched UDP I/O unavailable: {reason}")
+    sock.close()
+
+
+def test_libcs_calls_are_loaded_once_and_their_absence_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(udpbatch, "_calls", None)
+    assert udpbatch.load() is None
+    loaded = udpbatch._calls
+    assert isinstance(loaded, udpbatch._Calls)
+    assert udpbatch.load() is None and udpbatch._calls is loaded  # once
+
+    def lacking() -> udpbatch._Calls:
+        raise AttributeError("undefined symbol: recvmmsg")
+
+    monkeypatch.setattr(udpbatch, "_calls", None)
+    monkeypatch.setattr(udpbatch, "_Calls", lacking)
+    assert udpbatch.load() == "libc lacks recvmmsg/sendmmsg (undefined symbol: recvmmsg)"
+
+
+def test_a_receive_error_is_logged_an_empty_socket_is_not(
+        caplog: pytest.LogCaptureFixture) -> None:
+    sock = server()
+    reader = BatchReader(sock, handle)
+    with caplog.at_level(logging.DEBUG, "clusterset_dns.serving.udpbatch"):
+        reader._readable()  # EAGAIN: nothing to read is no error
+        assert caplog.records == [] and reader.used == 0
+        sock.close()  # the reader's descriptor is now a bad one: EBADF
+        reader._readable()
+    assert [r.getMessage() for r in caplog.records] == ["UDP receive: EBADF"]
