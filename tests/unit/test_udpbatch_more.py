@@ -448,3 +448,17 @@ def test_a_receive_error_is_logged_an_empty_socket_is_not(
         sock.close()  # the reader's descriptor is now a bad one: EBADF
         reader._readable()
     assert [r.getMessage() for r in caplog.records] == ["UDP receive: EBADF"]
+
+
+def test_a_sampled_batch_is_shown_to_the_observer(
+        clients: Callable[[str], socket.socket]) -> None:
+    sock, seen, durations = server(), Recorder(), Durations()
+    reader = BatchReader(sock, handle, None, seen, Sampler(1, durations, False), FakeClock())
+    a = clients("127.0.0.1")
+    for data in (b"one", b"drop"):
+        a.sendto(data, sock.getsockname())
+    take(reader, 2)
+    assert a.recvfrom(100)[0] == b"re:one"
+    assert [(q, r) for q, r, _, _, _ in seen.seen] == [(b"one", b"re:one"), (b"drop", None)]
+    assert sum(durations.counts[False]) == 2
+    sock.close()
