@@ -52,6 +52,7 @@ NOT_RUN = "not run"
 LOG = "log"
 _VERDICTS: dict[int | None, str] = {1: KILLED, 3: KILLED, 36: KILLED, -24: KILLED, 24: KILLED,
                                     152: KILLED, 255: KILLED, -11: KILLED, -9: KILLED,
+                                    -6: KILLED,  # SIGABRT: the C library's abort, a crash
                                     37: KILLED, 0: SURVIVED, 5: NO_TESTS, 33: NO_TESTS,
                                     None: NOT_RUN, 2: NOT_RUN}
 

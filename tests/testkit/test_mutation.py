@@ -60,7 +60,8 @@ def test_a_line_standing_twice_is_told_by_where_the_diff_puts_it() -> None:
 
 
 @pytest.mark.parametrize(("code", "verdict"), [
-    (1, "killed"), (36, "killed"), (-24, "killed"), (0, "survived"), (33, "no tests"),
+    (1, "killed"), (36, "killed"), (-24, "killed"), (-6, "killed"), (-11, "killed"),
+    (0, "survived"), (33, "no tests"),
     (None, "not run"), (35, "survived")])
 def test_mutmut_exit_codes(code: int | None, verdict: str) -> None:
     assert mutation.verdict(code) == verdict
