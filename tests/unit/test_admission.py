@@ -277,3 +277,22 @@ def test_rejected_texts_list_the_objects_not_served_in_order() -> None:
     assert adm.rejected_texts(SERVICE) == ["EndpointSlice prod/a rejected: first",
                                            "EndpointSlice prod/b rejected: second"]
     assert adm.rejected_texts(("prod", "none")) == []
+
+
+def test_terminating_endpoints_are_checked_when_the_ready_ones_fit() -> None:
+    # a cluster id of 55 bytes leaves 50: the ready endpoints' names fit at a glance
+    piece = endpoint_slice(named("a"), serving=(named("h" * 51),), cluster="c" * 53)
+    rejected = list[Rejected]()
+    assert admission().admit_slice((NAMESPACE, "slice"), piece, rejected, set()) is None
+    assert rejected[0].reason == \
+        "endpoint names do not fit DNS: name longer than 255 bytes on the wire"
+
+
+def test_an_endpoint_without_an_address_or_a_hostname_has_no_name() -> None:
+    # (convert drops such an endpoint; the model can still hold one)
+    bare = Endpoint((), None)
+    assert admission().admit_slice((NAMESPACE, "slice"), endpoint_slice(bare), [], set()) \
+        is not None
+    # even where no endpoint name fits at all: 150 + 105 bytes leave 0
+    piece = endpoint_slice(bare, cluster="c" * 63 + "." + "d" * 39)
+    assert admission().admit_slice((NAMESPACE, "slice"), piece, [], set()) is piece
