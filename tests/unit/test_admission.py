@@ -296,3 +296,12 @@ def test_an_endpoint_without_an_address_or_a_hostname_has_no_name() -> None:
     # even where no endpoint name fits at all: 150 + 105 bytes leave 0
     piece = endpoint_slice(bare, cluster="c" * 63 + "." + "d" * 39)
     assert admission().admit_slice((NAMESPACE, "slice"), piece, [], set()) is piece
+
+
+def test_a_hostname_over_63_bytes_is_refused_as_a_label() -> None:
+    # (convert refuses such a hostname; the model can still hold one) 70 > the room of 50
+    piece = endpoint_slice(named("h" * 70), cluster="c" * 53)
+    rejected = list[Rejected]()
+    assert admission().admit_slice((NAMESPACE, "slice"), piece, rejected, set()) is None
+    assert rejected[0].reason == ("endpoint names do not fit DNS: label longer than 63 "
+                                  "bytes: b'xxxxxxxxxxxxxxxxxxxx'...")
