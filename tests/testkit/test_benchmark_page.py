@@ -93,7 +93,12 @@ def test_a_file_that_is_not_a_result_is_refused(tmp_path: Path) -> None:
 def test_check_finds_a_hand_edited_table(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     edited = tmp_path / "README.md"
-    edited.write_text(readme.replace("| 1.16 |", "| 1.61 |", 1), encoding="utf-8")
+    # one figure of the generated block changed (Knot's own ratio, 1.00 whatever was measured)
+    start = readme.index(page.README_BEGIN)
+    cut = readme.index(" | 1.00 |", start)
+    assert cut < readme.index(page.README_END)
+    edited.write_text(readme[:cut] + " | 1.01 |" + readme[cut + len(" | 1.00 |"):],
+                      encoding="utf-8")
     assert edited.read_text(encoding="utf-8") != readme
     committed_page = ROOT / "docs" / "benchmark.md"
     assert page.regenerate(res.RESULTS, committed_page, edited, write=False) == [edited]
