@@ -174,7 +174,9 @@ def _facts(path: Path, result: Result, root: Path) -> list[str]:
     facts = [m["cpu_model"]] if m.get("cpu_model") else []
     facts += [f"{m['cpus']} CPUs"] if m.get("cpus") else []
     facts += [f"kernel {m['kernel']}"] if m.get("kernel") else []
-    facts += [f"load average {load:.2f} at the start"] if load is not None else []
+    end = m.get("load_average_1m_end")
+    facts += [f"load average {load:.2f} at the start"
+              + (f", {end:.2f} at the end" if end is not None else "")] if load is not None else []
     lines = [f"- command: `{result['command']}`",
              f"- date: {result['date']}; machine: {', '.join(facts) or 'not recorded'}",
              f"- versions: {versions}",

@@ -56,9 +56,15 @@ def cpu_model() -> str:
     return "?"
 
 
+# The load when the benchmark started (this module is imported as a script begins): the
+# envelope is made at the end, when a long run's load says little about its start.
+START_LOAD = round(os.getloadavg()[0], 2)
+
+
 def machine() -> dict[str, Any]:
     return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "kernel": platform.release(),
-            "load_average_1m": round(os.getloadavg()[0], 2)}
+            "load_average_1m": START_LOAD,
+            "load_average_1m_end": round(os.getloadavg()[0], 2)}
 
 
 def git_version(repo: Path = REPO) -> str:

@@ -134,3 +134,19 @@ def test_a_scale_run_shows_the_curve_on_the_page_and_in_the_readme(tmp_path: Pat
         assert row in table and row in text
     assert "`python bench/kube_scale.py --scale 1,3,10`" in table
     assert "| peak resident memory (VmHWM) | 360 MiB | 720 MiB |" in text  # the 3x set's
+
+
+def test_the_load_is_taken_when_the_benchmark_starts(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    # a long run's envelope is made at its end: the start's load is the one read at import
+    loads = iter([(9.5, 0.0, 0.0)])
+    monkeypatch.setattr(res.os, "getloadavg", lambda: next(loads))
+    monkeypatch.setattr(res, "START_LOAD", 1.25)
+    made = res.envelope("startup", {})
+    assert (made["machine"]["load_average_1m"], made["machine"]["load_average_1m_end"]) == \
+        (1.25, 9.5)
+    facts = page._facts(tmp_path / "r.json", made, tmp_path)
+    assert "load average 1.25 at the start, 9.50 at the end" in facts[1]
+    del made["machine"]["load_average_1m_end"]  # results written before the end was kept
+    assert page._facts(tmp_path / "r.json", made, tmp_path)[1].endswith(
+        "load average 1.25 at the start")
