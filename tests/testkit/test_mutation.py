@@ -83,9 +83,13 @@ def test_the_table_counts_equivalent_survivors_apart() -> None:
                       {"line": 4, "mutation": "p -> q", "kind": "survived"},
                       {"line": 5, "mutation": "'a' -> 'XXaXX'", "kind": "log"}]}}
     equivalent = {"clusterset_dns/zone/a.py": [{"mutation": "p -> q", "why": "same bytes"}]}
-    block = mutation.table(results, equivalent)
-    assert "| `zone` | 1 | 12 | 9 | 1 | 1 | 1 | 90% | 1 |" in block
-    assert "| `serving` | not run yet |" in block
+    sources = ["clusterset_dns/zone/a.py", "clusterset_dns/zone/b.py",
+               "clusterset_dns/serving/c.py"]
+    block = mutation.table(results, equivalent, sources)
+    assert "| `zone` | 1 | 1 | 12 | 9 | 1 | 1 | 1 | 90% | 1 |" in block
+    assert "| `serving` | not run yet | 1 |" in block
+    assert "Files not run yet (a package's figure does not cover them): `zone/b.py`, " \
+        "`serving/c.py`." in block
     assert "- `clusterset_dns/zone/a.py:4` `p -> q`: same bytes" in block
     doc = f"before\n{mutation.BEGIN}\nold\n{mutation.END}\nafter\n"
     assert mutation.replace_table(doc, block) == f"before\n{block}\nafter\n"
