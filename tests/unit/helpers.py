@@ -217,3 +217,16 @@ def check_cut(udp: Reply, full: Reply, limit: int) -> None:
         largest = max(len(rdata.to_wire()) + 12 for rrset in full.msg.answer for rdata in rrset)
         answer_end = section_ends(udp.wire)[1] + (11 if udp.msg.opt is not None else 0)
         assert answer_end + largest > limit, "a record more would have fitted"
+
+
+class ReaderLoop:
+    """The two calls of the event loop a UDP reader makes (add and remove its reader)."""
+
+    def __init__(self) -> None:
+        self.readers: dict[int, Callable[[], None]] = {}
+
+    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
+        self.readers[fd] = callback
+
+    def remove_reader(self, fd: int) -> bool:
+        return self.readers.pop(fd, None) is not None

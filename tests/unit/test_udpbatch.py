@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -40,22 +40,6 @@ def has_ipv6_loopback() -> bool:
     except OSError:
         return False
 
-
-@pytest.fixture
-def clients() -> Iterator[Callable[[str], socket.socket]]:
-    made: list[socket.socket] = []
-
-    def make(host: str) -> socket.socket:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_DGRAM)
-        sock.bind((host, 0))
-        sock.settimeout(2)
-        made.append(sock)
-        return sock
-
-    yield make
-    for sock in made:
-        sock.close()
 
 
 def serve(host: str, handle: Handle = echo,

@@ -14,7 +14,7 @@ import logging
 import select
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -24,6 +24,7 @@ from clusterset_dns.serving.stats import Durations, Sampler
 from clusterset_dns.serving.udpbatch import BatchReader, Peer
 
 from .fakeclock import FakeClock
+from .helpers import ReaderLoop
 
 pytestmark = pytest.mark.skipif(udpbatch.load() is not None,
                                 reason=f"no batched UDP I/O here: {udpbatch.load()}")
@@ -57,22 +58,6 @@ class Recorder:
                  peer: tuple[Any, ...], started: int) -> None:
         self.seen.append((query, response, tcp, peer, started))
 
-
-@pytest.fixture
-def clients() -> Iterator[Callable[[str], socket.socket]]:
-    made: list[socket.socket] = []
-
-    def make(host: str) -> socket.socket:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_DGRAM)
-        sock.bind((host, 0))
-        sock.settimeout(2)
-        made.append(sock)
-        return sock
-
-    yield make
-    for sock in made:
-        sock.close()
 
 
 def server(host: str = "127.0.0.1") -> socket.socket:
@@ -227,20 +212,10 @@ def test_a_sender_of_no_known_family_is_empty() -> None:
     sock.close()
 
 
-class Loop:
-    def __init__(self) -> None:
-        self.readers: dict[int, Callable[[], None]] = {}
-
-    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
-        self.readers[fd] = callback
-
-    def remove_reader(self, fd: int) -> bool:
-        return self.readers.pop(fd, None) is not None
-
 
 def test_the_reader_is_registered_with_the_loop_and_taken_off(
         clients: Callable[[str], socket.socket]) -> None:
-    sock, loop = server(), Loop()
+    sock, loop = server(), ReaderLoop()
     reader = BatchReader(sock, handle)
     fd = sock.fileno()
     reader.start(cast(asyncio.AbstractEventLoop, loop))

@@ -12,7 +12,7 @@ import asyncio
 import errno
 import select
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -23,6 +23,7 @@ from clusterset_dns.serving.udpbatch import Peer
 from clusterset_dns.serving.udpplain import UDPReader, udp_reader
 
 from .fakeclock import FakeClock
+from .helpers import ReaderLoop
 
 
 class Handler:
@@ -63,18 +64,6 @@ class Flaky:
         self.sock.close()
 
 
-class Loop:
-    """The two calls of the event loop a reader makes."""
-
-    def __init__(self) -> None:
-        self.readers: dict[int, Callable[[], None]] = {}
-
-    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
-        self.readers[fd] = callback
-
-    def remove_reader(self, fd: int) -> bool:
-        return self.readers.pop(fd, None) is not None
-
 
 def server() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -82,21 +71,6 @@ def server() -> socket.socket:
     sock.setblocking(False)
     return sock
 
-
-@pytest.fixture
-def clients() -> Iterator[Callable[[str], socket.socket]]:
-    made: list[socket.socket] = []
-
-    def make(host: str) -> socket.socket:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.bind((host, 0))
-        sock.settimeout(2)
-        made.append(sock)
-        return sock
-
-    yield make
-    for sock in made:
-        sock.close()
 
 
 def queued(sock: socket.socket) -> None:
@@ -161,7 +135,7 @@ def test_a_send_error_costs_only_its_answer(clients: Callable[[str], socket.sock
 
 def test_the_reader_is_registered_with_the_loop_and_taken_off(
         clients: Callable[[str], socket.socket]) -> None:
-    sock, handle, loop = server(), Handler(), Loop()
+    sock, handle, loop = server(), Handler(), ReaderLoop()
     reader = UDPReader(sock, handle)
     fd = sock.fileno()
     reader.start(cast(asyncio.AbstractEventLoop, loop))
