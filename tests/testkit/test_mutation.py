@@ -1,6 +1,6 @@
-"""scripts/mutate (clusterset_dns_testkit/mutation.py): which tests judge a file, where a
-mutant is, and docs/testing.md's table being what the recorded results make (whether the
-results are fresh is for whoever runs scripts/mutate --report)."""
+"""scripts/mutate (clusterset_dns_testkit/mutation.py and mutsource.py): which tests judge
+a file, where a mutant is, and docs/testing.md's table being what the recorded results
+make (whether the results are fresh is for whoever runs scripts/mutate --report)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterset_dns_testkit import mutation, mutcache
+from clusterset_dns_testkit import mutation, mutcache, mutsource
 
 SOURCE = '''import x
 
@@ -38,14 +38,14 @@ def test_the_table_in_docs_is_the_recorded_results() -> None:
     ("clusterset_dns.zone.m.x_missing__mutmut_1", None),
 ])
 def test_a_mutant_name_points_at_its_function(mutant: str, span: tuple[int, int] | None) -> None:
-    assert mutation.function_span(SOURCE, mutant) == span
+    assert mutsource.function_span(SOURCE, mutant) == span
 
 
 def test_a_mutant_is_described_by_its_line_and_change() -> None:
     diff = "--- m.py\n+++ m.py\n@@ -1,4 +1,4 @@\n def top(a):\n-    if a == 0:\n+    if a != 0:\n"
-    assert mutation.describe(SOURCE, "m.x_top__mutmut_1", diff) == (5, "if a == 0: -> if a != 0:")
+    assert mutsource.describe(SOURCE, "m.x_top__mutmut_1", diff) == (5, "if a == 0: -> if a != 0:")
     removed = "@@ -1,2 +1,2 @@\n-        return b + 1\n+        return None\n"
-    assert mutation.describe(SOURCE, "m.xǁCutsǁ_read__mutmut_2", removed) == \
+    assert mutsource.describe(SOURCE, "m.xǁCutsǁ_read__mutmut_2", removed) == \
         (12, "return b + 1 -> return None")
 
 
@@ -55,8 +55,8 @@ def test_a_line_standing_twice_is_told_by_where_the_diff_puts_it() -> None:
     second = ("--- m.py\n+++ m.py\n@@ -3,5 +3,5 @@\n     for x in s:\n         if t:\n"
               "             g(t)\n-            t = 0.0\n+            t = 1.0\n         t = x\n")
     first = "--- m.py\n+++ m.py\n@@ -1,3 +1,3 @@\n def f(s):\n-    t = 0.0\n+    t = 1.0\n"
-    assert mutation.describe(source, "m.x_f__mutmut_2", second) == (6, "t = 0.0 -> t = 1.0")
-    assert mutation.describe(source, "m.x_f__mutmut_1", first) == (2, "t = 0.0 -> t = 1.0")
+    assert mutsource.describe(source, "m.x_f__mutmut_2", second) == (6, "t = 0.0 -> t = 1.0")
+    assert mutsource.describe(source, "m.x_f__mutmut_1", first) == (2, "t = 0.0 -> t = 1.0")
 
 
 @pytest.mark.parametrize(("code", "verdict"), [
@@ -124,14 +124,14 @@ HELP_SOURCE = ('def f(r):\n    c = Counter(\n        "c_total", "What it counts,
     (3, '"c_total", "What it counts, " / x -> (removed)', False),
 ])
 def test_survivors_in_help_texts_are_told_apart(line: int, change: str, told: bool) -> None:
-    pieces = mutation.help_text_pieces(HELP_SOURCE)
+    pieces = mutsource.help_text_pieces(HELP_SOURCE)
     assert pieces == {3: '"What it counts, "', 4: '"by reason"'}
-    assert mutation.only_help_text(line, change, pieces) is told
+    assert mutsource.only_help_text(line, change, pieces) is told
 
 
 def test_survivors_in_log_calls_are_told_apart() -> None:
     source = 'def f(x):\n    log.info("a %s",\n             x)\n    return x\n'
-    assert mutation.log_call_lines(source) == {2, 3}
+    assert mutsource.log_call_lines(source) == {2, 3}
 
 
 def test_a_class_reached_through_an_importer_brings_its_tests(tmp_path: Path) -> None:
