@@ -22,7 +22,7 @@ from clusterset_dns.serving.server import Counters, DNSServer, TCPProtocol, make
 from clusterset_dns.serving.udpbatch import Peer
 
 from .fakeclock import FakeClock
-from .test_tcpprotocol import Transport, connect
+from .tcpfakes import Transport, connect
 
 
 def echo(data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:
