@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,6 +239,8 @@ class FileResult:
     killed: int = 0
     not_run: int = 0
     survivors: list[dict[str, Any]] = field(default_factory=list)
+    # whether the patterns it was collected with select every mutant of the file
+    whole: bool = True
 
     @property
     def total(self) -> int:
@@ -255,6 +257,7 @@ def collect(paths: Sequence[str], only: Sequence[str] = ()) -> list[FileResult]:
         result, lost = FileResult(path), []
         for name, code in sorted(exit_codes(path).items()):
             if not selected(name, only):
+                result.whole = False
                 continue
             kind = verdict(code)
             if kind == KILLED:
@@ -290,14 +293,32 @@ def why_equivalent(equivalent: dict[str, Any], path: str, mutation: str) -> str 
     return None
 
 
+def combined(previous: dict[str, Any] | None, only: Sequence[str],
+             tests: Sequence[str]) -> list[str]:
+    """The patterns a run of a file by function (``only``) is collected and recorded
+    under: its own and, when the file's recorded entry is also by function and was judged
+    by the same test files, that entry's. The verdicts of those are in ``.mutate/`` while
+    the file and the tests are unchanged (mutcache); else they are None there again and
+    count as not run, so the entry is not finished until they are run again."""
+    if not only:
+        return []
+    if previous and previous.get("only") and list(previous.get("tests", ())) == list(tests):
+        return sorted({*previous["only"], *only})
+    return list(only)
+
+
 def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool,
-           only: Sequence[str] = ()) -> None:
+           only: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Each file's entry; ``only``: the patterns its results were collected under, by
+    file (none: the whole file). Patterns that together select every mutant of the file
+    are recorded as a run of the whole file."""
     recorded = load_json(RESULTS)
     commit = git("rev-parse", "--short", "HEAD").strip()
     for r in results:
+        patterns = [] if r.whole else list((only or {}).get(r.path, ()))
         recorded[r.path] = {"commit": commit, "date": dt.date.today().isoformat(),
                             "tests": list(tests), "finished": finished and r.not_run == 0,
-                            "only": list(only),
+                            "only": patterns,
                             "mutants": r.total, "killed": r.killed, "not_run": r.not_run,
                             "survivors": r.survivors}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -448,7 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  first, mutmut runs the {len(tests)} test file(s) once to map functions to "
               "tests (a widely imported file: narrow them with --tests)")
     finished = run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
-    results = collect(paths, args.mutants)
+    # a run by function adds up with the file's earlier ones (same tests) when recorded
+    recorded = load_json(RESULTS) if args.report else {}
+    only = {p: combined(recorded.get(p), args.mutants, tests) for p in paths}
+    results = [r for p in paths for r in collect([p], only[p])]
     if not any(r.total for r in results):
         print((WORK / "run.log").read_text(encoding="utf-8", errors="replace")[-3000:])
         print("mutate: mutmut produced no verdict (its log is above)", file=sys.stderr)
@@ -459,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mutate: the budget ({args.budget:.0f} s) ran out; run again to go on "
               "(verdicts are cached in .mutate/)")
     if args.report:
-        record(results, tests, finished, args.mutants)
+        record(results, tests, finished, only)
         write_table()
         print(f"mutate: recorded in {RESULTS.relative_to(ROOT)}; docs/testing.md regenerated")
     return 1 if lost else 0

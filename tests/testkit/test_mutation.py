@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,3 +299,54 @@ def test_copies_not_as_the_server_is_now_are_removed(tmp_path: Path) -> None:
     assert mutcache.sync_copies(work) == ["clusterset_dns/zone/b.py", "clusterset_dns/zone/c.py"]
     assert sorted(p.name for p in copies.iterdir()) == \
         ["a.py", "a.py.meta", "a.py.spans", "a.py.tree"]
+
+
+def test_runs_by_function_add_up_to_one_entry_of_the_whole_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--report --mutants: each run by function is recorded with the file's earlier runs
+    by function (same tests), their verdicts read from .mutate/; once the patterns select
+    every mutant, the entry is the whole file's."""
+    path, tests = "clusterset_dns/zone/a.py", ["tests/unit/test_a.py"]
+    (tmp_path / "clusterset_dns/zone").mkdir(parents=True)
+    (tmp_path / path).write_text("def f(): ...\ndef g(): ...\n")
+    meta = tmp_path / ".mutate" / "mutants" / f"{path}.meta"
+    meta.parent.mkdir(parents=True)
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    monkeypatch.setattr(mutation, "WORK", tmp_path / ".mutate")
+    monkeypatch.setattr(mutation, "RESULTS", tmp_path / "results.json")
+    monkeypatch.setattr(mutation, "git", lambda *args: "abc1234\n")
+    f, g = "clusterset_dns.zone.a.x_f*", "clusterset_dns.zone.a.x_g*"
+
+    def report(codes: dict[str, int | None], only: list[str], run_tests: list[str] = tests,
+               finished: bool = True) -> dict[str, Any]:
+        """What scripts/mutate --report --mutants ONLY does once mutmut has run."""
+        meta.write_text(json.dumps({"exit_code_by_key": {
+            f"clusterset_dns.zone.a.x_{name}": code for name, code in codes.items()}}))
+        recorded = mutation.load_json(mutation.RESULTS)
+        patterns = {path: mutation.combined(recorded.get(path), only, run_tests)}
+        mutation.record(mutation.collect([path], patterns[path]), run_tests, finished, patterns)
+        entry: dict[str, Any] = mutation.load_json(mutation.RESULTS)[path]
+        return {k: entry[k] for k in ("only", "finished", "mutants", "killed", "not_run")}
+
+    assert report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": None}, [f]) == \
+        {"only": [f], "finished": True, "mutants": 2, "killed": 2, "not_run": 0}
+    # g's run: with f's verdicts, every mutant: the whole file, finished
+    assert report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": 1}, [g]) == \
+        {"only": [], "finished": True, "mutants": 3, "killed": 3, "not_run": 0}
+    # a whole-file entry is not added to: the run by function stands alone
+    assert report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": 1}, [g])["only"] == [g]
+    # f's verdicts lost (the file changed: mutcache dropped them) when g is run: not run
+    mutation.RESULTS.unlink()
+    report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": None}, [f])
+    assert report({"f__mutmut_1": None, "f__mutmut_2": None, "g__mutmut_1": 1}, [g]) == \
+        {"only": [], "finished": False, "mutants": 3, "killed": 1, "not_run": 2}
+    # judged by other tests: not added to the entry judged by the first ones
+    mutation.RESULTS.unlink()
+    report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": None}, [f])
+    assert report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": 1}, [g],
+                  ["tests/unit/test_b.py"])["only"] == [g]
+    # a budget that ran out leaves the combined entry unfinished
+    mutation.RESULTS.unlink()
+    report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": None}, [f])
+    assert report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": 1}, [g],
+                  finished=False)["finished"] is False
