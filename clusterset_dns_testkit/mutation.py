@@ -50,6 +50,7 @@ NOT_RUN = "not run"
 # do not pin (they pin families, labels and buckets:
 # tests/unit/test_metric_declarations.py); counted apart from the score
 LOG = "log"
+NO_MUTANTS = "no mutants"  # the note of a file mutmut makes no mutant of
 _VERDICTS: dict[int | None, str] = {1: KILLED, 3: KILLED, 36: KILLED, -24: KILLED, 24: KILLED,
                                     152: KILLED, 255: KILLED, -11: KILLED, -9: KILLED,
                                     -6: KILLED,  # SIGABRT: the C library's abort, a crash
@@ -239,6 +240,7 @@ class FileResult:
     killed: int = 0
     not_run: int = 0
     survivors: list[dict[str, Any]] = field(default_factory=list)
+    no_mutants: bool = False  # mutmut makes none: run fully, with nothing to judge
     # whether the patterns it was collected with select every mutant of the file
     whole: bool = True
 
@@ -317,9 +319,11 @@ def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool,
     for r in results:
         patterns = [] if r.whole else list((only or {}).get(r.path, ()))
         recorded[r.path] = {"commit": commit, "date": dt.date.today().isoformat(),
-                            "tests": list(tests), "finished": finished and r.not_run == 0,
+                            "tests": list(tests),
+                            "finished": r.no_mutants or (finished and r.not_run == 0),
                             "only": patterns,
                             "mutants": r.total, "killed": r.killed, "not_run": r.not_run,
+                            **({"note": NO_MUTANTS} if r.no_mutants else {}),
                             "survivors": r.survivors}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
@@ -369,7 +373,7 @@ def table(results: dict[str, Any], equivalent: dict[str, Any],
                     f"| {same} | {logged} | {score} | {not_run} |")
     ran = ", ".join(f"`{p.removeprefix('clusterset_dns/')}` ({r['commit']}"
                     + (f"; only {', '.join(_short(o) for o in r['only'])}" if r.get("only")
-                       else "") + ")"
+                       else "") + (f"; {r['note']}" if r.get("note") else "") + ")"
                     for p, r in sorted(results.items()))
     unrun = ", ".join(f"`{p.removeprefix('clusterset_dns/')}`" for p in missing)
     lines = [BEGIN, "", *rows, "", f"Files run (at the commit): {ran or 'none'}.", "",
@@ -406,7 +410,7 @@ def print_results(results: Sequence[FileResult], equivalent: dict[str, Any]) -> 
     lost = 0
     for r in results:
         print(f"{r.path}: {r.killed} killed, {len(r.survivors)} survived or untested, "
-              f"{r.not_run} not run, of {r.total}")
+              f"{r.not_run} not run, of {r.total}" + (f" ({NO_MUTANTS})" if r.no_mutants else ""))
         for s in r.survivors:
             why = why_equivalent(equivalent, r.path, s["mutation"])
             note = f"  (equivalent: {why})" if why else ""
@@ -468,12 +472,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if restats or not (WORK / "mutants" / "mutmut-stats.json").exists():
         print(f"  first, mutmut runs the {len(tests)} test file(s) once to map functions to "
               "tests (a widely imported file: narrow them with --tests)")
-    finished = run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
+    mutated = [p for p in paths if p not in set(mutsource.no_mutants(paths, WORK))]
+    finished = not mutated or run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
     # a run by function adds up with the file's earlier ones (same tests) when recorded
     recorded = load_json(RESULTS) if args.report else {}
-    only = {p: combined(recorded.get(p), args.mutants, tests) for p in paths}
-    results = [r for p in paths for r in collect([p], only[p])]
-    if not any(r.total for r in results):
+    only = {p: combined(recorded.get(p), args.mutants, tests) for p in mutated}
+    found = {r.path: r for p in mutated for r in collect([p], only[p])}
+    results = [found.get(p) or FileResult(p, no_mutants=True) for p in paths]
+    if mutated and not any(r.total for r in found.values()):
         print((WORK / "run.log").read_text(encoding="utf-8", errors="replace")[-3000:])
         print("mutate: mutmut produced no verdict (its log is above)", file=sys.stderr)
         return 2
@@ -485,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         record(results, tests, finished, only)
         write_table()
-        print(f"mutate: recorded in {RESULTS.relative_to(ROOT)}; docs/testing.md regenerated")
+        print(f"mutate: recorded in {os.path.relpath(RESULTS, ROOT)}; docs/testing.md regenerated")
     return 1 if lost else 0
 
 

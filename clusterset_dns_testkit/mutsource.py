@@ -1,13 +1,19 @@
 """Where a mutmut mutant is in its source file and what it changed, read from the source
 and mutmut's diff (no mutmut needed): the function a mutant name points at, the line and
 "old -> new" text of a mutation, and the lines of log calls and metric HELP texts whose
-survivors scripts/mutate counts apart.
+survivors scripts/mutate counts apart; and which files mutmut makes no mutant of (asked
+of mutmut in a child process).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 # mutmut's names: module.x_function__mutmut_N, module.xǁClassǁmethod__mutmut_N
 _NAME = re.compile(r"\.x(?:ǁ(?P<cls>[^ǁ]+)ǁ|_)(?P<func>.+?)__mutmut_\d+$")
@@ -120,3 +126,20 @@ def only_help_text(line: int, mutation: str, pieces: dict[int, str]) -> bool:
     before, _, after = old.partition(piece)
     return new != old and new.startswith(before) and new.endswith(after) and \
         len(new) >= len(before) + len(after)
+
+
+def no_mutants(paths: Sequence[str], work: Path) -> list[str]:
+    """The files of ``paths`` mutmut makes no mutant of (it mutates only the bodies of
+    functions: zone/ops.py, all declarations, has none), asked of its own generator with
+    the configuration of the scratch tree ``work``, without running a test."""
+    if not paths:
+        return []
+    script = ("import json, sys\n"
+              "from mutmut.mutation.file_mutation import mutate_file_contents\n"
+              "paths = json.load(sys.stdin)\n"
+              "print(json.dumps([p for p in paths if not mutate_file_contents(\n"
+              "    p, open(p, encoding='utf-8').read()).mutant_names]))\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=work, input=json.dumps(list(paths)),
+                         capture_output=True, text=True, check=True).stdout
+    found: list[str] = json.loads(out.strip().splitlines()[-1])
+    return found

@@ -350,3 +350,72 @@ def test_runs_by_function_add_up_to_one_entry_of_the_whole_file(
     report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": None}, [f])
     assert report({"f__mutmut_1": 1, "f__mutmut_2": 1, "g__mutmut_1": 1}, [g],
                   finished=False)["finished"] is False
+
+
+# -- a file mutmut makes no mutant of (only declarations: zone/ops.py) ---------------------
+
+def test_mutmut_makes_no_mutant_of_a_file_of_declarations(tmp_path: Path) -> None:
+    """Asked of mutmut's own generator: a function body has mutants, a module of
+    dataclasses and constants none."""
+    (tmp_path / "pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["clusterset_dns"]\n')
+    zone = tmp_path / "clusterset_dns" / "zone"
+    zone.mkdir(parents=True)
+    (zone / "ops.py").write_text("from dataclasses import dataclass\n\nLIMIT = 3\n\n\n"
+                                 "@dataclass(frozen=True)\nclass Put:\n    key: str = 'a'\n")
+    (zone / "m.py").write_text(SOURCE)
+    paths = ["clusterset_dns/zone/ops.py", "clusterset_dns/zone/m.py"]
+    assert mutsource.no_mutants(paths, tmp_path) == ["clusterset_dns/zone/ops.py"]
+    assert mutsource.no_mutants([], tmp_path) == []
+
+
+def test_a_file_without_mutants_is_recorded_as_run(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/mutate --report on such a file records it finished, with 0 mutants and
+    the note, without running mutmut (whose budget it would not use), and exits 0."""
+    path = "clusterset_dns/zone/ops.py"
+    results, doc = tmp_path / "results.json", tmp_path / "testing.md"
+    doc.write_text(f"before\n{mutation.BEGIN}\n{mutation.END}\n")
+    monkeypatch.setattr(mutation, "RESULTS", results)
+    monkeypatch.setattr(mutation, "EQUIVALENT", tmp_path / "equivalent.json")
+    monkeypatch.setattr(mutation, "DOC", doc)
+    monkeypatch.setattr(mutation, "prepare", lambda paths, tests, fresh: ({}, False))
+    monkeypatch.setattr(mutsource, "no_mutants", lambda paths, work: list(paths))
+
+    def run_mutmut(*args: object) -> bool:
+        raise AssertionError("mutmut run for a file without mutants")
+
+    monkeypatch.setattr(mutation, "run_mutmut", run_mutmut)
+    assert mutation.main(["--report", "--budget", "5", path, "--tests",
+                          "tests/unit/test_cache.py"]) == 0
+    entry = json.loads(results.read_text())[path]
+    assert (entry["mutants"], entry["killed"], entry["not_run"], entry["survivors"]) == \
+        (0, 0, 0, [])
+    assert entry["finished"] is True and entry["note"] == mutation.NO_MUTANTS
+    block = doc.read_text()
+    assert "| `zone` | 1 |" in block  # a file run
+    assert f"`zone/ops.py` ({entry['commit']}; no mutants)" in block
+    assert "`zone/ops.py`" not in block.split("Files not run yet")[1]
+
+
+def test_a_file_without_mutants_counts_as_run_in_the_table() -> None:
+    results = {"clusterset_dns/zone/ops.py": {
+        "commit": "abc", "mutants": 0, "killed": 0, "not_run": 0, "survivors": [],
+        "finished": True, "note": "no mutants"}}
+    block = mutation.table(results, {}, ["clusterset_dns/zone/ops.py",
+                                         "clusterset_dns/zone/b.py"])
+    assert "| `zone` | 1 | 1 | 0 | 0 | 0 | 0 | 0 | - | 0 |" in block
+    assert "Files run (at the commit): `zone/ops.py` (abc; no mutants)." in block
+
+
+def test_a_file_without_mutants_is_finished_when_the_budget_ran_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named beside a file whose run the budget stopped, it is still done."""
+    monkeypatch.setattr(mutation, "RESULTS", tmp_path / "results.json")
+    mutation.record([mutation.FileResult("clusterset_dns/zone/ops.py", no_mutants=True),
+                     mutation.FileResult("clusterset_dns/zone/a.py", killed=3, not_run=2)],
+                    ["tests/unit/test_cache.py"], finished=False)
+    recorded = json.loads((tmp_path / "results.json").read_text())
+    assert recorded["clusterset_dns/zone/ops.py"]["finished"] is True
+    assert recorded["clusterset_dns/zone/ops.py"]["note"] == "no mutants"
+    assert recorded["clusterset_dns/zone/a.py"]["finished"] is False
+    assert "note" not in recorded["clusterset_dns/zone/a.py"]
