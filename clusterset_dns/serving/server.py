@@ -128,13 +128,14 @@ class TCPProtocol(asyncio.BufferedProtocol):
     WRITE_HIGH + WRITE_CHUNK + one answer, whatever it sends.
 
     Idle timeout: a connection without progress (no complete message received,
-    nothing drained) for ``idle_timeout`` is closed, and aborted (RST, buffer
+    nothing drained: resume_writing, or a write buffer smaller than at the last
+    check) for ``idle_timeout`` is closed, and aborted (RST, buffer
     dropped) when answers are still waiting: a close would wait forever for a peer
     that never reads. Bytes that do not complete a message are not progress, so a
     client trickling a message a byte at a time cannot hold a connection."""
 
     __slots__ = ("buffer", "client", "drained", "eof", "last_activity", "loop", "server",
-                 "timer", "transferring", "transport", "writing_paused")
+                 "timer", "transferring", "transport", "unsent", "writing_paused")
 
     def __init__(self, server: DNSServer) -> None:
         self.server = server
@@ -145,6 +146,9 @@ class TCPProtocol(asyncio.BufferedProtocol):
         self.writing_paused = False
         self.eof = False
         self.last_activity = 0.0
+        # The write buffer's size at the last idle check or pause: less at the next
+        # check is the client reading (see _check_idle).
+        self.unsent = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         # A zone transfer in progress: no further query is read or answered until it
         # ends (answers stay in order), and it waits on ``drained`` while paused.
@@ -180,6 +184,16 @@ class TCPProtocol(asyncio.BufferedProtocol):
         transport, loop = self.transport, self.loop
         if transport is None or loop is None:
             return
+        unsent = transport.get_write_buffer_size()
+        if unsent < self.unsent:
+            # Drained since the last look without a resume_writing: asyncio calls it
+            # only below a quarter of WRITE_HIGH, which a client reading steadily but
+            # slowly out of large socket buffers may take longer than the timeout to
+            # reach. Bytes waiting at the last look mean the socket was full then, so
+            # the buffer shrinks below that only as the client's side takes them: a
+            # client that reads nothing is still cut at the same instant.
+            self.last_activity = loop.time()
+        self.unsent = unsent
         idle = loop.time() - self.last_activity
         timeout = self.server.tcp_idle_timeout
         if idle < timeout:
@@ -318,6 +332,9 @@ class TCPProtocol(asyncio.BufferedProtocol):
         if transport is None or loop is None:
             raise ConnectionResetError("connection closed")
         transport.write(len(message).to_bytes(2, "big") + message)
+        # What the client has to read from here on for the idle check to see progress
+        # (the last messages of a transfer may sit below the pause until it reads).
+        self.unsent = transport.get_write_buffer_size()
         if self.writing_paused:
             self.drained = loop.create_future()
             await self.drained  # resume_writing or connection_lost ends the wait
@@ -332,6 +349,9 @@ class TCPProtocol(asyncio.BufferedProtocol):
     def pause_writing(self) -> None:  # a client that does not read stops being read
         self.writing_paused = True
         if self.transport is not None:
+            # Called by the write that filled the buffer: what it holds from here on
+            # is what the client has to read for the idle check to see progress.
+            self.unsent = self.transport.get_write_buffer_size()
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:

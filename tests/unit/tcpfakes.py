@@ -25,6 +25,7 @@ class Transport:
         self.reading = True
         self.closed = self.aborted = False
         self.buffered = 0  # what get_write_buffer_size says
+        self.holding = False  # whether writes stay in that buffer (a socket that is full)
         self.high: int | None = None
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -35,6 +36,8 @@ class Transport:
 
     def write(self, data: bytes) -> None:
         self.written.append(bytes(data))
+        if self.holding:
+            self.buffered += len(data)
 
     def pause_reading(self) -> None:
         self.reading = False

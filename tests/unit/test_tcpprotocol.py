@@ -338,6 +338,40 @@ def test_the_idle_timeout_to_the_instant(buffered: int, paused: bool, aborted: b
     run(main)
 
 
+@pytest.mark.parametrize("taken", [0, 1, 40_000])
+def test_a_client_draining_the_buffer_without_a_resume_is_not_idle(taken: int) -> None:
+    """asyncio calls resume_writing only once the buffer is down to a quarter of
+    WRITE_HIGH: a client taking bytes out of it more slowly makes progress all the same
+    (each check that finds it smaller than at the pause or the last check), while one
+    taking nothing is aborted at the instant of the timeout, as before."""
+    async def main() -> None:
+        dns = make(idle=5.0)
+        transport = Transport()
+        proto = connect(dns, transport)
+        loop = Loop()
+        proto.loop = cast(asyncio.AbstractEventLoop, loop)
+        proto.last_activity = 100.0
+        loop.now = 101.0
+        proto._check_idle()  # the size at this check: 0 (nothing written yet)
+        transport.buffered = 2 * server.WRITE_HIGH
+        proto.pause_writing()  # by the write that filled it: this size is what to drain
+        transport.buffered -= taken
+        loop.now = 105.0
+        loop.timers[0].callback()
+        if not taken:
+            assert transport.aborted and dns.stats.tcp_aborted == 1 and len(loop.timers) == 1
+            proto.connection_lost(None)
+            return
+        assert not transport.aborted and not transport.closed
+        assert proto.last_activity == 105.0
+        assert [t.delay for t in loop.timers[1:]] == [5.0] and proto.timer is loop.timers[1]
+        loop.now = 110.0  # nothing taken since that check: cut at the instant
+        loop.timers[1].callback()
+        assert transport.aborted and dns.stats.tcp_aborted == 1
+        proto.connection_lost(None)
+    run(main)
+
+
 def test_the_idle_check_of_a_closed_connection_does_nothing() -> None:
     async def main() -> None:
         dns = make()

@@ -10,14 +10,14 @@ import logging
 import socket
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from clusterset_dns.serving import server
 from clusterset_dns.serving.server import TCPProtocol
 
-from .tcpfakes import Transport, connect, frame, frames, make, run
+from .tcpfakes import Loop, Transport, connect, frame, frames, make, run
 
 
 class Transfers:
@@ -210,4 +210,29 @@ def test_a_lost_connection_cancels_its_transfer() -> None:
         proto.connection_lost(None)
         await task  # the cancellation ends the transfer quietly
         assert proto.transferring is None and not transport.aborted and not transport.written
+    run(main)
+
+
+@pytest.mark.parametrize("taken", [0, 1])
+def test_a_transfer_message_left_in_the_buffer_is_what_the_client_must_drain(
+        taken: int) -> None:
+    """The last messages of a transfer may stay in the write buffer below the pause,
+    where asyncio calls nothing as the client reads them: the idle check counts
+    their draining, and a client reading none of them is cut at the instant."""
+    async def main() -> None:
+        dns = make(idle=5.0)
+        transport = Transport()
+        transport.holding = True
+        proto = connect(dns, transport)
+        loop = Loop()
+        proto.loop = cast(asyncio.AbstractEventLoop, loop)
+        loop.now = 102.0
+        await proto.send(bytes(1000))  # not paused: progress
+        assert proto.last_activity == 102.0 and transport.buffered == 1002
+        transport.buffered -= taken
+        loop.now = 107.0
+        proto._check_idle()
+        assert (transport.aborted, dns.stats.tcp_aborted) == (not taken, int(not taken))
+        assert [t.delay for t in loop.timers] == ([5.0] if taken else [])
+        proto.connection_lost(None)
     run(main)
