@@ -469,10 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     decisions, restats = prepare(paths, tests, args.fresh)
     for path, decision in decisions.items():
         print(f"  {path}: {_CACHE_NOTES[decision]}")
-    if restats or not (WORK / "mutants" / "mutmut-stats.json").exists():
+    mutated = [p for p in paths if p not in set(mutsource.no_mutants(paths, WORK))]
+    if mutated and (restats or not (WORK / "mutants" / "mutmut-stats.json").exists()):
         print(f"  first, mutmut runs the {len(tests)} test file(s) once to map functions to "
               "tests (a widely imported file: narrow them with --tests)")
-    mutated = [p for p in paths if p not in set(mutsource.no_mutants(paths, WORK))]
     finished = not mutated or run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
     # a run by function adds up with the file's earlier ones (same tests) when recorded
     recorded = load_json(RESULTS) if args.report else {}
