@@ -122,6 +122,9 @@ EXCHANGES = [
     ("HEAD /nothing HTTP/1.1", head("404 Not Found", "text/plain", 10)),
     ("GET /nothing HTTP/1.1", head("404 Not Found", "text/plain", 10) + b"not found\n"),
     ("GET /health/ HTTP/1.1", head("404 Not Found", "text/plain", 10) + b"not found\n"),
+    # the path ends at the first space, not at other white space, nor after a second space
+    ("GET /health\tx HTTP/1.1", head("404 Not Found", "text/plain", 10) + b"not found\n"),
+    ("GET  /health HTTP/1.1", head("404 Not Found", "text/plain", 10) + b"not found\n"),
     ("GET /caf\xe9 HTTP/1.1", head("404 Not Found", "text/plain", 10) + b"not found\n"),
     ("GET /odd HTTP/1.1", head("299 ", "text/x", 1) + b"?"),  # no reason known: empty
     ("GET /slow HTTP/1.1",
