@@ -1,0 +1,178 @@
+"""What a transfer query must be before anything is sent, to the byte and to the count:
+which messages are transfers at all, which addresses --allow-transfer admits, each
+refusal's answer and result, the header and question of the answers, and a transfer
+that ends counted and giving its slot back. dnspython reads what is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from ipaddress import ip_network
+
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdataclass
+import dns.rrset
+import pytest
+
+from clusterset_dns.transfers import xfr
+
+from .fakeclock import FakeClock
+from .test_xfr_limits import ALLOWED, KEY, ZONE, Collect, Unlimited, big_cache, ixfr_query
+
+KEYRING = {KEY.name: KEY}
+AXFR, IXFR = 252, 251
+
+
+def header(flags: int = 0, qdcount: int = 1) -> bytes:
+    return struct.pack("!HHHHHH", 0x1234, flags, qdcount, 0, 0, 0)
+
+
+ROOT_AXFR = header() + b"\x00" + struct.pack("!HH", AXFR, 1)  # 17 bytes: the shortest
+
+
+@pytest.mark.parametrize(("message", "qtype"), [
+    (ROOT_AXFR, AXFR),
+    (ROOT_AXFR[:-1], 0),  # a byte short of the class
+    (header() + b"\x00" + struct.pack("!HH", IXFR, 1), IXFR),
+    (header() + b"\x00" + struct.pack("!HH", 6, 1), 0),  # SOA
+    (header(0x8000) + ROOT_AXFR[12:], 0),  # a response
+    (header(0x0800) + ROOT_AXFR[12:], 0),  # opcode 1 (IQUERY)
+    (header(0x7800) + ROOT_AXFR[12:], 0),  # opcode 15
+    (header(0x0700) + ROOT_AXFR[12:], AXFR),  # AA, TC and RD: still a query
+    (header(0x00FF) + ROOT_AXFR[12:], AXFR),  # the low byte's bits do not matter
+    (header(qdcount=0) + ROOT_AXFR[12:], 0),
+    (header(qdcount=2) + ROOT_AXFR[12:], 0),
+    (header(qdcount=0x0101) + ROOT_AXFR[12:], 0),
+    (header() + b"\x03abc\x00" + struct.pack("!HH", AXFR, 1), AXFR),
+    (header() + b"\x03abc\x00" + struct.pack("!H", AXFR) + b"\x00", 0),  # 3 bytes after
+    (header() + b"\x03ab", 0),  # the name runs off the end
+])
+def test_which_messages_are_transfers(message: bytes, qtype: int) -> None:
+    assert xfr.transfer_qtype(message) == qtype
+
+
+@pytest.mark.parametrize(("peer", "allowed"), [
+    ("127.0.0.1", True),
+    ("127.255.255.255", True),
+    ("128.0.0.1", False),
+    ("::ffff:127.0.0.1", True),  # an IPv4-mapped address is its IPv4 address
+    ("::ffff:10.0.0.1", False),
+    ("::1", False),
+    ("fe80::1%eth0", True),  # a scope is not part of the address
+    ("fe80::2%eth0", False),
+    ("garbage", False),
+    ("", False),
+])
+def test_which_senders_may_transfer(peer: str, allowed: bool) -> None:
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, (*ALLOWED, ip_network("fe80::1/128")), None,
+                      xfr.Counts({}))
+    assert t.allowed(peer) is allowed
+
+
+def run(t: xfr.Transfers, data: bytes, peer: str = "127.0.0.1") -> list[bytes]:
+    out = Collect()
+    coro = t.start(data, peer, out)
+    assert coro is not None
+    asyncio.run(coro)
+    return out.messages
+
+
+def signed(query: dns.message.Message) -> bytes:
+    query.use_tsig(KEYRING, keyname=KEY.name)
+    return query.to_wire()
+
+
+def no_soa_ixfr() -> bytes:
+    return dns.message.make_query(ZONE, "IXFR").to_wire()
+
+
+def other_zone() -> bytes:
+    return dns.message.make_query("example.org", "AXFR").to_wire()
+
+
+def chaos_class() -> bytes:
+    return dns.message.make_query(ZONE, "AXFR", rdclass=dns.rdataclass.CH).to_wire()
+
+
+def unparsable() -> bytes:
+    # a transfer question, then an answer count with no record behind it
+    return ROOT_AXFR[:6] + b"\x00\x01" + ROOT_AXFR[8:12] + b"\x00" + ROOT_AXFR[13:]
+
+
+@pytest.mark.parametrize(("case", "peer", "keyed", "rcode", "counted"), [
+    ("axfr", "10.0.0.1", False, dns.rcode.REFUSED, ("axfr", "refused")),
+    ("ixfr", "10.0.0.1", False, dns.rcode.REFUSED, ("ixfr", "refused")),
+    ("axfr", "127.0.0.1", True, dns.rcode.REFUSED, ("axfr", "refused")),  # not signed
+    ("other zone", "127.0.0.1", False, dns.rcode.NOTAUTH, ("axfr", "notauth")),
+    ("class CH", "127.0.0.1", False, dns.rcode.NOTAUTH, ("axfr", "notauth")),
+    ("ixfr without a SOA", "127.0.0.1", False, dns.rcode.FORMERR, ("ixfr", "formerr")),
+    ("unparsable", "127.0.0.1", False, dns.rcode.FORMERR, ("axfr", "formerr")),
+])
+def test_a_refused_transfer_is_one_error_answer_counted_by_its_result(
+        case: str, peer: str, keyed: bool, rcode: int, counted: tuple[str, str]) -> None:
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY if keyed else None, xfr.Counts({}))
+    data = {"axfr": dns.message.make_query(ZONE, "AXFR").to_wire(),
+            "ixfr": ixfr_query(1).to_wire(), "other zone": other_zone(),
+            "class CH": chaos_class(), "ixfr without a SOA": no_soa_ixfr(),
+            "unparsable": unparsable()}[case]
+    messages = run(t, data, peer)
+    assert len(messages) == 1
+    assert messages[0][:2] == data[:2]
+    assert dns.message.from_wire(messages[0]).rcode() == rcode
+    assert t.counts.by == {counted: 1}
+    assert t.active == 0 and t.running == {}  # no slot taken
+
+
+def test_a_signed_transfer_is_taken_and_signed() -> None:
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY, xfr.Counts({}))
+    query = dns.message.make_query(ZONE, "AXFR")
+    data = signed(query)
+    messages = run(t, data)
+    read = dns.message.from_wire(messages[0], keyring=KEYRING, request_mac=query.mac,
+                                 xfr=True, one_rr_per_rrset=True)
+    assert read.had_tsig and read.answer
+    assert t.counts.by == {("axfr", "full"): 1}
+
+
+@pytest.mark.parametrize(("asked", "copied"), [
+    (dns.flags.RD, dns.flags.RD),
+    (dns.flags.RD | dns.flags.CD | dns.flags.AD, dns.flags.RD),
+    (0, 0),
+])
+def test_the_answers_header_and_question_as_asked(asked: int, copied: int) -> None:
+    """QR and AA, the query's RD alone; its id; the question with its case kept."""
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}))
+    query = dns.message.make_query(dns.name.from_text("ClusterSet.LOCAL"), "AXFR")
+    query.flags = asked
+    messages = run(t, query.to_wire())
+    read = dns.message.from_wire(messages[0], xfr=True, one_rr_per_rrset=True)
+    assert read.flags == dns.flags.QR | dns.flags.AA | copied and read.id == query.id
+    assert b"\x0aClusterSet\x05LOCAL\x00" in messages[0]
+    assert str(read.question[0].name) == "ClusterSet.LOCAL."
+
+
+def test_a_transfer_gives_its_slot_back_and_another_from_the_address_runs() -> None:
+    cache, journal = big_cache(1, 3)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}), max_transfers=4,
+                      limit=Unlimited(), clock=FakeClock())
+    data = dns.message.make_query(ZONE, "AXFR").to_wire()
+    for _ in range(3):
+        assert dns.message.from_wire(run(t, data, "::ffff:127.0.0.5")[0]).rcode() == 0
+        assert t.active == 0 and t.running == {}
+    assert t.counts.by == {("axfr", "full"): 3}
+
+
+def test_an_ixfr_with_a_soa_among_other_authority_records() -> None:
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}))
+    query = ixfr_query(cache.zone.serial)
+    query.authority.insert(0, dns.rrset.from_text(ZONE + ".", 0, "IN", "NS", "ns1.example."))
+    messages = run(t, query.to_wire())
+    assert t.counts.by == {("ixfr", "uptodate"): 1} and len(messages) == 1
