@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import socket
 from collections.abc import Callable
@@ -63,10 +64,13 @@ def _stamp(clock: Clock) -> str:
 
 
 def _parse(stamp: Any) -> float:
+    """A renewTime as the API server writes it (fromisoformat reads its "Z" since Python
+    3.11); one that cannot be read proves no holder alive: long past, whatever the
+    Lease's duration."""
     try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(str(stamp)).timestamp()
     except ValueError:
-        return 0.0
+        return -math.inf
 
 
 def identity() -> str:

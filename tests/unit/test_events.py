@@ -60,6 +60,7 @@ class FakeApi:
 
     async def send(self, method: str, path: str, body: Any, timeout: float = 10) -> Any:
         if path.endswith("/events"):
+            assert method == "POST"
             self.posts += 1
             assert path == f"/api/v1/namespaces/{body['metadata']['namespace']}/events"
             name = body["metadata"]["name"]
