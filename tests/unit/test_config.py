@@ -23,6 +23,8 @@ from clusterset_dns.base.config import Config, ConfigError, DnstapTarget
     ("[]:53", ("::", 53)),
     ("h:0", ("h", 0)),
     ("h:65535", ("h", 65535)),
+    ("X.example:53", ("X.example", 53)),  # only brackets are taken off the host
+    ("[X]:53", ("X", 53)),
 ])
 def test_parse_listen_takes(text: str, expected: tuple[str, int]) -> None:
     assert config.parse_listen(text) == expected
@@ -91,9 +93,10 @@ def test_parse_dnstap_refuses_with_the_text(text: str) -> None:
     assert str(refused.value) == f"{text!r} is not unix:PATH or tcp:IP:PORT"
 
 
-def test_parse_dnstap_refuses_a_name() -> None:
+@pytest.mark.parametrize("host", ["collector", "X::1", "[X::1]", "X127.0.0.1"])
+def test_parse_dnstap_refuses_a_name(host: str) -> None:
     with pytest.raises(ValueError) as refused:
-        config.parse_dnstap("tcp:collector:6000")
+        config.parse_dnstap(f"tcp:{host}:6000")
     assert "does not appear to be an IPv4 or IPv6 address" in str(refused.value)
 
 
