@@ -590,6 +590,21 @@ def _explain_burst_section(path: Path, result: Result, root: Path) -> list[str]:
     return lines
 
 
+def _instructions_section(path: Path, result: Result, root: Path) -> list[str]:
+    d = result["data"]
+    lines = [*_facts(path, result, root), "",
+             "Each checkout serving the bench/gen.py data set under valgrind's callgrind, "
+             f"the mix's first questions sent once by dnsperf at {d['rate']:,} queries/s: "
+             "instructions of the server process per answer, start-up cancelled out (two "
+             "runs of different lengths). User space only, about one datagram a batch: for "
+             "comparing revisions, on any load.", "",
+             "| mix | checkout | instructions per answer | vs the first checkout | lost |",
+             "| --- | --- | ---: | ---: | ---: |"]
+    lines += [f"| {r['mix']} | {r['checkout']} | {r['per_answer']:,.0f} | {r['ratio']:.3f} | "
+              f"{r['lost']} |" for r in d["rows"]]
+    return lines
+
+
 SECTIONS = (
     ("run", "Queries: clusterset-dns against Knot DNS", "python bench/run.py", _run_section),
     ("kube_scale", "Start-up and propagation at scale", "python bench/kube_scale.py --coredns",
@@ -612,6 +627,8 @@ SECTIONS = (
     ("explain_burst", "Answers during an /explain burst", "python bench/explain_burst.py",
      _explain_burst_section),
     ("dnstap", "What dnstap costs", "python bench/dnstap.py", _dnstap_section),
+    ("instructions", "Instructions per answer, revisions compared",
+     "python bench/instructions.py", _instructions_section),
 )
 
 

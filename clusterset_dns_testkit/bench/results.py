@@ -26,7 +26,7 @@ from clusterset_dns_testkit.peers import cache_dir
 RESULTS = REPO / "bench" / "results"
 BENCHMARKS = ("run", "kube_scale", "xfr_scale", "startup", "storm", "locality", "manifest_poll",
               "fat_objects", "xfr_load", "change_cost", "observe_cost", "explain_burst",
-              "dnstap")
+              "dnstap", "instructions")
 
 
 def portable(text: str) -> str:
