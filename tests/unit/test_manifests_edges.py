@@ -99,3 +99,79 @@ def test_each_directory_that_cannot_be_listed_is_named_with_its_error(
     assert lines == [f"cannot list {tmp_path / 'b'}: Permission denied; "
                      f"{tmp_path / 'a'}: Permission denied; keeping the objects of the "
                      "files known there until a walk succeeds"]
+
+
+# -- pending(): whether a poll has anything to read --------------------------------------------
+
+
+def test_a_missing_path_is_pending_until_reported_once(tmp_path: Path) -> None:
+    source = source_over(tmp_path / "nowhere")
+    assert source.pending()  # never read: the first poll says it is missing
+    assert source.scan() is False and source.missing_reported and not source.synced
+    assert not source.pending()  # said once: nothing to do until it appears
+    write(tmp_path / "nowhere" / "web.yaml", [WEB])
+    assert source.pending()
+
+
+def test_a_walk_that_works_again_is_pending_once(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recovery is collect's to report: pending() says so although no file changed."""
+    write(tmp_path / "sub" / "web.yaml", [WEB])
+    source = source_over(tmp_path)
+    source.scan()
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if Path(path).name == "sub":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert source.pending()
+    source.scan()
+    assert source.walk_error is not None
+    monkeypatch.undo()
+    assert source.pending()
+    source.scan()
+    assert source.walk_error is None and not source.pending()
+
+
+def test_a_dangling_link_does_not_hide_the_files_after_it(tmp_path: Path) -> None:
+    write(tmp_path / "a.yaml", [WEB])
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "gone.yaml")
+    source = source_over(tmp_path)
+    source.scan()
+    assert not source.pending()
+    write(tmp_path / "c.yaml", [service_import("new", ips=["10.4.0.1"])])
+    assert source.pending()  # c sorts after the dangling b
+
+
+def test_a_file_that_cannot_be_stated_is_not_pending_again(tmp_path: Path) -> None:
+    """A link to itself (ELOOP on stat and open): reported once, then left alone until
+    something changes."""
+    write(tmp_path / "a.yaml", [WEB])
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    errors: list[str] = []
+    source = ManifestSource(tmp_path, lambda ops: None, 0, frozenset({convert.GROUP}),
+                            error=errors.append)
+    assert source.scan() and errors == ["read"]
+    assert not source.pending()
+    assert source.scan() is False and errors == ["read"]
+
+
+# -- which documents are Lists -------------------------------------------------------------
+
+
+def test_documents_that_are_not_lists_of_objects(tmp_path: Path) -> None:
+    """A List is a mapping whose kind ends in List AND whose items are a list: a kind List
+    without items, or a top-level sequence, is one (ignored) document, not an error."""
+    bad = write(tmp_path / "x.yaml", [{"apiVersion": "v1", "kind": "List"},
+                                      ["not", "an", "object"],
+                                      {"kind": "Other", "items": [WEB]},
+                                      {"kind": "ServiceImportList",
+                                       "items": [service_import("new", ips=["10.4.0.1"])]}])
+    errors: list[str] = []
+    source = ManifestSource(tmp_path, lambda ops: None, 0, frozenset({convert.GROUP}),
+                            error=errors.append)
+    assert source.scan() and errors == []
+    assert list(source.files[bad].imports) == [("prod", "new")]
