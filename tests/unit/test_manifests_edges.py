@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from clusterset_dns.base.names import ZoneNames
-from clusterset_dns.sources import convert
+from clusterset_dns.sources import convert, manifests
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.zone.cache import Cache
 from clusterset_dns.zone.ops import ReplaceImports, SetSynced
@@ -175,3 +175,103 @@ def test_documents_that_are_not_lists_of_objects(tmp_path: Path) -> None:
                             error=errors.append)
     assert source.scan() and errors == []
     assert list(source.files[bad].imports) == [("prod", "new")]
+
+
+# -- reading one file: each reason, its message, the size bound to the byte --------------------
+
+
+def read(path: Path) -> manifests.FileObjects:
+    return manifests.read_file(path, (0, 0, 0), frozenset({convert.GROUP}), frozenset(),
+                               lambda kind: None)
+
+
+def failure(path: Path) -> tuple[str, str]:
+    with pytest.raises(manifests.FileError) as caught:
+        read(path)
+    return caught.value.reason, str(caught.value)
+
+
+def test_what_each_unreadable_file_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    assert failure(fifo) == ("not-regular", "not a regular file")
+    denied = write(tmp_path / "denied.yaml", [WEB])
+    real_open = os.open
+
+    def refuse(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == denied:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
+    assert failure(denied) == ("read", "cannot open: Permission denied")
+
+
+class Reader:
+    """The file object _read_text reads through: counts the bytes it hands over, or fails."""
+
+    def __init__(self, real: Any, fail: bool, counted: list[int]) -> None:
+        self.real, self.fail, self.counted = real, fail, counted
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.close()
+
+    def read(self, size: int = -1) -> bytes:
+        if self.fail:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        data: bytes = self.real.read(size)
+        self.counted.append(len(data))
+        return data
+
+
+def reading(monkeypatch: pytest.MonkeyPatch, fail: bool = False,
+            size: int | None = None) -> list[int]:
+    """os.fdopen's files counted (or failing), and os.fstat's size replaced by ``size``
+    (a file that grows between the two)."""
+    counted: list[int] = []
+    real_fdopen, real_fstat = os.fdopen, os.fstat
+    monkeypatch.setattr(manifests.os, "fdopen",
+                        lambda fd, mode: Reader(real_fdopen(fd, mode), fail, counted))
+    if size is not None:
+        def fstat(fd: int) -> os.stat_result:
+            st = list(real_fstat(fd))
+            st[6] = size  # st_size
+            return os.stat_result(st)
+        monkeypatch.setattr(manifests.os, "fstat", fstat)
+    return counted
+
+
+def test_a_read_error_is_a_read_failure(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "web.yaml", [WEB])
+    reading(monkeypatch, fail=True)
+    assert failure(path) == ("read", "cannot read: Input/output error")
+
+
+def test_the_size_limit_to_the_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 200
+    monkeypatch.setattr(manifests, "MAX_FILE_BYTES", limit)
+    body = "kind: Other\n"
+    fits = tmp_path / "fits.yaml"
+    fits.write_text("#" * (limit - len(body) - 1) + "\n" + body, encoding="utf-8")
+    assert fits.stat().st_size == limit
+    counted = reading(monkeypatch)
+    read(fits)
+    assert counted == [limit]  # read whole: the last byte of the limit is kept
+    over = tmp_path / "over.yaml"
+    over.write_text("#" * (limit - len(body)) + "\n" + body, encoding="utf-8")
+    assert failure(over) == ("too-large", f"{limit + 1} bytes, more than {limit}")
+
+
+def test_a_file_that_grew_past_the_limit_is_read_one_byte_past_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 200
+    monkeypatch.setattr(manifests, "MAX_FILE_BYTES", limit)
+    grown = tmp_path / "grown.yaml"
+    grown.write_text("#" * (10 * limit) + "\n", encoding="utf-8")
+    counted = reading(monkeypatch, size=10)  # small when stated, large when read
+    assert failure(grown) == ("too-large", f"more than {limit} bytes")
+    assert counted == [limit + 1]  # never more than the one byte that tells
