@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from clusterset_dns.base.names import ZoneNames
-from clusterset_dns.sources import convert, manifests
+from clusterset_dns.sources import convert, manifests, yamlsafe
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.zone.cache import Cache
 from clusterset_dns.zone.ops import ReplaceImports, SetSynced
@@ -275,3 +275,31 @@ def test_a_file_that_grew_past_the_limit_is_read_one_byte_past_it(
     counted = reading(monkeypatch, size=10)  # small when stated, large when read
     assert failure(grown) == ("too-large", f"more than {limit} bytes")
     assert counted == [limit + 1]  # never more than the one byte that tells
+
+
+def test_a_file_is_read_from_its_target_and_named_by_its_path(tmp_path: Path) -> None:
+    """read_from: the resolved target of a link the walk named (read once, whole)."""
+    target = write(tmp_path / "..data" / "web.yaml", [WEB])
+    named = tmp_path / "web.yaml"  # the name the walk saw; no file there now
+    objects = manifests.read_file(named, (0, 0, 0), frozenset({convert.GROUP}), frozenset(),
+                                  lambda kind: None, target)
+    assert list(objects.imports) == [("prod", "web")]
+
+
+def test_a_parse_error_says_what_the_parser_said(tmp_path: Path) -> None:
+    text = "kind: [\n"
+    with pytest.raises(yamlsafe.DocumentError) as parsed:
+        yamlsafe.documents(text, False)
+    path = write(tmp_path / "bad.yaml", text)
+    assert failure(path) == (parsed.value.reason, str(parsed.value))
+
+
+def test_a_failure_before_any_object_is_named_a_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "web.yaml", [WEB])
+
+    def describe(obj: Any) -> str:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(convert, "describe", describe)
+    assert failure(path) == ("convert", "a document: ValueError: boom")
