@@ -18,7 +18,12 @@ from clusterset_dns.sources import convert, manifests, yamlsafe
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.zone.cache import Cache
 from clusterset_dns.zone.ops import ReplaceImports, SetSynced
-from clusterset_dns_testkit.objects import service_import
+from clusterset_dns_testkit.objects import (
+    cluster_property,
+    endpoint,
+    endpoint_slice,
+    service_import,
+)
 
 from .fakeclock import FakeClock
 from .helpers import ZONE
@@ -303,3 +308,20 @@ def test_a_failure_before_any_object_is_named_a_document(
 
     monkeypatch.setattr(convert, "describe", describe)
     assert failure(path) == ("convert", "a document: ValueError: boom")
+
+
+def test_what_a_file_gives_besides_imports(tmp_path: Path,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A slice whose conversion warns (an address dropped) keeps the rest; a
+    ClusterProperty naming the cluster gives its id by its name."""
+    path = write(tmp_path / "x.yaml", [
+        endpoint_slice("db-east", "db", cluster="east",
+                       endpoints=[endpoint("10.2.0.1"), endpoint("not-an-ip")]),
+        cluster_property("east"), cluster_property("other", name="unrelated.example.com")])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        objects = read(path)
+    assert list(objects.slices) == [("prod", "db-east")]
+    assert objects.cluster_ids == {"cluster.clusterset.k8s.io": "east"}
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: EndpointSlice prod/db-east: endpoints[1]: address 'not-an-ip' does not "
+        "parse, dropped"]
