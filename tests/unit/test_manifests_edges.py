@@ -299,17 +299,6 @@ def test_a_parse_error_says_what_the_parser_said(tmp_path: Path) -> None:
     assert failure(path) == (parsed.value.reason, str(parsed.value))
 
 
-def test_a_failure_before_any_object_is_named_a_document(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path / "web.yaml", [WEB])
-
-    def describe(obj: Any) -> str:
-        raise ValueError("boom")
-
-    monkeypatch.setattr(convert, "describe", describe)
-    assert failure(path) == ("convert", "a document: ValueError: boom")
-
-
 def test_what_a_file_gives_besides_imports(tmp_path: Path,
                                            caplog: pytest.LogCaptureFixture) -> None:
     """A slice whose conversion warns (an address dropped) keeps the rest; a
@@ -325,3 +314,42 @@ def test_what_a_file_gives_besides_imports(tmp_path: Path,
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}: EndpointSlice prod/db-east: endpoints[1]: address 'not-an-ip' does not "
         "parse, dropped"]
+
+
+def test_what_each_rejected_object_leaves(tmp_path: Path) -> None:
+    """An invalid ServiceImport or EndpointSlice is kept as a rejection (its service,
+    why); an invalid ClusterProperty is only counted; every one is counted by kind."""
+    bad_import = service_import("web", type_="Bogus")
+    bad_slice = endpoint_slice("db-east", "db", cluster="east", address_type="Bogus",
+                               endpoints=[endpoint("10.2.0.1")])
+    bad_property = cluster_property(7)
+    path = write(tmp_path / "x.yaml", [bad_import, bad_slice, bad_property, WEB])
+    why = {}
+    for obj, to_model in ((bad_import, convert.service_import),
+                          (bad_slice, convert.endpoint_slice)):
+        with pytest.raises(convert.InvalidObject) as caught:
+            to_model(obj, lambda message: None)
+        why[convert.kind_of(obj)] = str(caught.value)
+    invalid: list[str] = []
+    objects = manifests.read_file(path, (0, 0, 0), frozenset({convert.GROUP}), frozenset(),
+                                  invalid.append)
+    assert invalid == ["ServiceImport", "EndpointSlice", "ClusterProperty"]
+    assert objects.rejected == {
+        ("ServiceImport", ("prod", "web")): (("prod", "web"), why["ServiceImport"]),
+        ("EndpointSlice", ("prod", "db-east")): (("prod", "db"), why["EndpointSlice"])}
+    assert list(objects.imports) == [("prod", "web")] and objects.cluster_ids == {}
+
+
+@pytest.mark.parametrize(("raised", "expected"), [
+    (ValueError("boom"), ("convert", "a document: ValueError: boom")),
+    (RecursionError("deep"), ("limits", "a document: nested too deeply"))])
+def test_a_failure_before_any_object_is_named_a_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raised: Exception,
+        expected: tuple[str, str]) -> None:
+    path = write(tmp_path / "web.yaml", [WEB])
+
+    def describe(obj: Any) -> str:
+        raise raised
+
+    monkeypatch.setattr(convert, "describe", describe)
+    assert failure(path) == expected
