@@ -63,6 +63,19 @@ def verdict(exit_code: int | None) -> str:
     return _VERDICTS.get(exit_code, SURVIVED)
 
 
+# What mutmut prints when no test reaches any function it mutated (a file whose only
+# mutant is in a Protocol's stub, which nothing calls): it then stops before the first
+# mutant, leaving every one without an exit code, where a mutant no test reaches among
+# others gets 33, "no tests". Such a run is read as mutmut would have judged it.
+NO_TEST_REACHES_ANY = "could not find any test case for any mutant"
+
+
+def untested_run(log: Path) -> bool:
+    """Whether mutmut's run stopped early because no test reaches any of its mutants."""
+    return log.exists() and NO_TEST_REACHES_ANY in log.read_text(encoding="utf-8",
+                                                                 errors="replace")
+
+
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
                           text=True).stdout
@@ -253,7 +266,10 @@ def selected(name: str, only: Sequence[str]) -> bool:
     return not only or any(fnmatch.fnmatchcase(name, pattern) for pattern in only)
 
 
-def collect(paths: Sequence[str], only: Sequence[str] = ()) -> list[FileResult]:
+def collect(paths: Sequence[str], only: Sequence[str] = (),
+            untested: bool = False) -> list[FileResult]:
+    """The verdicts of ``paths``' mutants; ``untested``: mutmut stopped before the first
+    because no test reaches any of them (:func:`untested_run`): each is "no tests"."""
     results = []
     for path in paths:
         result, lost = FileResult(path), []
@@ -261,7 +277,7 @@ def collect(paths: Sequence[str], only: Sequence[str] = ()) -> list[FileResult]:
             if not selected(name, only):
                 result.whole = False
                 continue
-            kind = verdict(code)
+            kind = NO_TESTS if untested and code is None else verdict(code)
             if kind == KILLED:
                 result.killed += 1
             elif kind == NOT_RUN:
@@ -477,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a run by function adds up with the file's earlier ones (same tests) when recorded
     recorded = load_json(RESULTS) if args.report else {}
     only = {p: combined(recorded.get(p), args.mutants, tests) for p in mutated}
-    found = {r.path: r for p in mutated for r in collect([p], only[p])}
+    untested = finished and untested_run(WORK / "run.log")
+    found = {r.path: r for p in mutated for r in collect([p], only[p], untested)}
     results = [found.get(p) or FileResult(p, no_mutants=True) for p in paths]
     if mutated and not any(r.total for r in found.values()):
         print((WORK / "run.log").read_text(encoding="utf-8", errors="replace")[-3000:])

@@ -419,3 +419,28 @@ def test_a_file_without_mutants_is_finished_when_the_budget_ran_out(
     assert recorded["clusterset_dns/zone/ops.py"]["note"] == "no mutants"
     assert recorded["clusterset_dns/zone/a.py"]["finished"] is False
     assert "note" not in recorded["clusterset_dns/zone/a.py"]
+
+
+def test_a_run_no_test_reaches_is_judged_untested(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """mutmut stops before the first mutant when no test reaches any (resource.py's one
+    mutant is in a Protocol's stub): its mutants are "no tests", as mutmut marks one
+    among others, not "not run" (which left resource.py without a verdict)."""
+    name = "clusterset_dns.sources.resource.xǁClientǁget__mutmut_1"
+    monkeypatch.setattr(mutation, "exit_codes", lambda path: {name: None})
+    monkeypatch.setattr(mutation, "diffs", lambda names: {})
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    path = "clusterset_dns/sources/resource.py"
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_text("class Client:\n    async def get(self): ...\n")
+    log = tmp_path / "run.log"
+    log.write_text("Stopping early, because we could not find any test case for any "
+                   "mutant. It seems that the selected tests do not cover any code\n")
+    assert mutation.untested_run(log)
+    [result] = mutation.collect([path], untested=mutation.untested_run(log))
+    assert (result.killed, result.not_run, [s["kind"] for s in result.survivors]) == \
+        (0, 0, ["no tests"])
+    log.write_text("done in 3s\n")
+    assert not mutation.untested_run(log) and not mutation.untested_run(tmp_path / "none")
+    [result] = mutation.collect([path], untested=mutation.untested_run(log))
+    assert (result.not_run, result.survivors) == (1, [])
