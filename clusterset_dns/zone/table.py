@@ -53,9 +53,12 @@ def shifted(answer: wire.Answer, shift: int) -> wire.Answer:
     count, rest = divmod(len(glue), size)
     if (not rest and glue[10::size] == glue[10:11] * count
             and glue[11::size] == glue[11:12] * count
-            and not glue[::size].translate(None, _POINTER_BYTES)):
-        # Every record of one size, each starting with a pointer: the pointers, two
-        # bytes each, gathered into one number, moved in one addition, put back.
+            and not glue[::size].translate(None, _POINTER_BYTES)
+            and max(glue[::size], default=0) << 8 <= 0xFF00 - shift):
+        # Every record of one size, each starting with a pointer, none that could pass
+        # two bytes (its carry would go into the pointer before it: the loop below
+        # raises instead): the pointers, two bytes each, gathered into one number,
+        # moved in one addition, put back.
         pointers = bytearray(2 * count)
         pointers[0::2], pointers[1::2] = glue[0::size], glue[1::size]
         sums = (int.from_bytes(pointers) + shift * int.from_bytes(b"\x00\x01" * count)
