@@ -6,6 +6,7 @@ that ends counted and giving its slot back. dnspython reads what is sent."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from ipaddress import ip_network
 
@@ -15,12 +16,22 @@ import dns.name
 import dns.rcode
 import dns.rdataclass
 import dns.rrset
+import dns.tsig
 import pytest
 
 from clusterset_dns.transfers import xfr
 
 from .fakeclock import FakeClock
-from .test_xfr_limits import ALLOWED, KEY, ZONE, Collect, Unlimited, big_cache, ixfr_query
+from .test_xfr_limits import (
+    ALLOWED,
+    KEY,
+    ZONE,
+    Collect,
+    Unlimited,
+    big_cache,
+    ixfr_query,
+    raw_tsig,
+)
 
 KEYRING = {KEY.name: KEY}
 AXFR, IXFR = 252, 251
@@ -38,6 +49,7 @@ ROOT_AXFR = header() + b"\x00" + struct.pack("!HH", AXFR, 1)  # 17 bytes: the sh
     (ROOT_AXFR[:-1], 0),  # a byte short of the class
     (header() + b"\x00" + struct.pack("!HH", IXFR, 1), IXFR),
     (header() + b"\x00" + struct.pack("!HH", 6, 1), 0),  # SOA
+    (header() + b"\x00" + struct.pack("!HH", 0x0100 | AXFR, 1), 0),  # AXFR's low byte
     (header(0x8000) + ROOT_AXFR[12:], 0),  # a response
     (header(0x0800) + ROOT_AXFR[12:], 0),  # opcode 1 (IQUERY)
     (header(0x7800) + ROOT_AXFR[12:], 0),  # opcode 15
@@ -103,24 +115,33 @@ def unparsable() -> bytes:
     return ROOT_AXFR[:6] + b"\x00\x01" + ROOT_AXFR[8:12] + b"\x00" + ROOT_AXFR[13:]
 
 
-@pytest.mark.parametrize(("case", "peer", "keyed", "rcode", "counted"), [
-    ("axfr", "10.0.0.1", False, dns.rcode.REFUSED, ("axfr", "refused")),
-    ("ixfr", "10.0.0.1", False, dns.rcode.REFUSED, ("ixfr", "refused")),
-    ("axfr", "127.0.0.1", True, dns.rcode.REFUSED, ("axfr", "refused")),  # not signed
-    ("other zone", "127.0.0.1", False, dns.rcode.NOTAUTH, ("axfr", "notauth")),
-    ("class CH", "127.0.0.1", False, dns.rcode.NOTAUTH, ("axfr", "notauth")),
-    ("ixfr without a SOA", "127.0.0.1", False, dns.rcode.FORMERR, ("ixfr", "formerr")),
-    ("unparsable", "127.0.0.1", False, dns.rcode.FORMERR, ("axfr", "formerr")),
+NOT_ALLOWED = "refused: not in --allow-transfer"
+
+
+@pytest.mark.parametrize(("case", "peer", "keyed", "rcode", "counted", "logged"), [
+    ("axfr", "10.0.0.1", False, dns.rcode.REFUSED, ("axfr", "refused"),
+     f"AXFR from 10.0.0.1 {NOT_ALLOWED}"),
+    ("ixfr", "10.0.0.1", False, dns.rcode.REFUSED, ("ixfr", "refused"),
+     f"IXFR from 10.0.0.1 {NOT_ALLOWED}"),
+    ("axfr", "127.0.0.1", True, dns.rcode.REFUSED, ("axfr", "refused"),
+     "AXFR from 127.0.0.1 refused: not signed with the TSIG key"),
+    ("other zone", "127.0.0.1", False, dns.rcode.NOTAUTH, ("axfr", "notauth"), None),
+    ("class CH", "127.0.0.1", False, dns.rcode.NOTAUTH, ("axfr", "notauth"), None),
+    ("ixfr without a SOA", "127.0.0.1", False, dns.rcode.FORMERR, ("ixfr", "formerr"), None),
+    ("unparsable", "127.0.0.1", False, dns.rcode.FORMERR, ("axfr", "formerr"), None),
 ])
 def test_a_refused_transfer_is_one_error_answer_counted_by_its_result(
-        case: str, peer: str, keyed: bool, rcode: int, counted: tuple[str, str]) -> None:
+        case: str, peer: str, keyed: bool, rcode: int, counted: tuple[str, str],
+        logged: str | None, caplog: pytest.LogCaptureFixture) -> None:
     cache, journal = big_cache(1, 1)
     t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY if keyed else None, xfr.Counts({}))
     data = {"axfr": dns.message.make_query(ZONE, "AXFR").to_wire(),
             "ixfr": ixfr_query(1).to_wire(), "other zone": other_zone(),
             "class CH": chaos_class(), "ixfr without a SOA": no_soa_ixfr(),
             "unparsable": unparsable()}[case]
-    messages = run(t, data, peer)
+    with caplog.at_level(logging.INFO, "clusterset_dns.transfers.xfr"):
+        messages = run(t, data, peer)
+    assert [r.getMessage() for r in caplog.records] == ([logged] if logged else [])
     assert len(messages) == 1
     assert messages[0][:2] == data[:2]
     assert dns.message.from_wire(messages[0]).rcode() == rcode
@@ -156,6 +177,7 @@ def test_the_answers_header_and_question_as_asked(asked: int, copied: int) -> No
     assert read.flags == dns.flags.QR | dns.flags.AA | copied and read.id == query.id
     assert b"\x0aClusterSet\x05LOCAL\x00" in messages[0]
     assert str(read.question[0].name) == "ClusterSet.LOCAL."
+    assert (read.question[0].rdtype, read.question[0].rdclass) == (AXFR, dns.rdataclass.IN)
 
 
 def test_a_transfer_gives_its_slot_back_and_another_from_the_address_runs() -> None:
@@ -176,3 +198,20 @@ def test_an_ixfr_with_a_soa_among_other_authority_records() -> None:
     query.authority.insert(0, dns.rrset.from_text(ZONE + ".", 0, "IN", "NS", "ns1.example."))
     messages = run(t, query.to_wire())
     assert t.counts.by == {("ixfr", "uptodate"): 1} and len(messages) == 1
+
+
+@pytest.mark.parametrize(("kind", "algorithm", "mac", "logged"), [
+    ("AXFR", "hmac-sha256", b"x" * 8, "TSIG MAC size out of bounds"),
+    ("IXFR", "hmac-sha512", b"x" * 64, "TSIG: our key name with another algorithm"),
+    ("AXFR", "hmac-sha256", b"x" * 32, f"TSIG: {dns.tsig.BadSignature()}"),
+])
+def test_a_rejected_signature_is_logged_with_the_transfer_and_its_sender(
+        kind: str, algorithm: str, mac: bytes, logged: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY, xfr.Counts({}))
+    query = ixfr_query(1) if kind == "IXFR" else dns.message.make_query(ZONE, "AXFR")
+    with caplog.at_level(logging.INFO, "clusterset_dns.transfers.xfr"):
+        run(t, raw_tsig(query, "xfr-key", algorithm, mac), "127.0.0.7")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{kind} from 127.0.0.7 rejected: {logged}"]
