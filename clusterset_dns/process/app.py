@@ -31,7 +31,7 @@ from clusterset_dns.process.dnstap import Tap
 from clusterset_dns.process.explain_http import ExplainEndpoint
 from clusterset_dns.process.health import HTTPEndpoints, Route
 from clusterset_dns.process.querylog import QueryLog
-from clusterset_dns.process.sink import BULK, Sink, release_memory
+from clusterset_dns.process.sink import BULK, Sink, build_pending, release_memory
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.observe import Observer, fan_out
 from clusterset_dns.serving.server import DNSServer, raise_fd_limit
@@ -104,7 +104,7 @@ def process_state(config: Config, signals: tuple[int, ...], worker: bool = False
                   topology_zone=config.topology_zone, node_name=config.node_name,
                   serve_terminating=config.serve_terminating,
                   on_change=journal.record if journal is not None else None,
-                  record_programming=not worker)
+                  record_programming=not worker, defer=True)
     stats = Stats()
     transfers = None
     if journal is not None:
@@ -405,11 +405,17 @@ async def _worker_serve(config: Config, sock: socket.socket) -> int:
     state = process_state(config, (signal.SIGTERM,), worker=True)
     dns = state.server(config, reuse_port=True)
 
+    building: list[asyncio.Task[None]] = []  # build_pending after the sync, as in the parent
+
     def apply(ops: list[Op]) -> None:
         synced = state.cache.zone.synced
         # A resync or a relist, or the end of a first list, as in the parent.
         if state.cache.apply(ops).rebuilt >= BULK or (state.cache.zone.synced and not synced):
             release_memory()
+        if state.cache.zone.synced and state.cache.pending and (
+                not building or building[-1].done()):
+            building.append(asyncio.get_running_loop().create_task(
+                build_pending(state.cache), name="build-pending"))
 
     follow = asyncio.create_task(workers.follow_parent(
         sock, apply, dns.start, state.handler.stats, lambda: bool(dns.bound)))

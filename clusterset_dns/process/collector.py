@@ -37,13 +37,14 @@ class Largest:
     def __init__(self, cache: Cache, interval: float = 60.0,
                  clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.cache, self.interval, self.clock = cache, interval, clock
-        self.serial: int | None = None
+        self.serial: tuple[int, int] | None = None  # (serial, services still to build)
         self.at = self.wait = 0.0
         self.found = (0, b"")
 
     def get(self) -> tuple[int, bytes]:
         """(records, question key) of the largest RRset; (0, b"") for none."""
-        serial = self.cache.zone.serial
+        # The answers built after the sync (zone/pending.py) change it without a serial.
+        serial = (self.cache.zone.serial, len(self.cache.pending))
         if serial != self.serial:
             start = self.clock()
             if self.serial is None or start - self.at >= self.wait:

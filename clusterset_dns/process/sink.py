@@ -22,6 +22,37 @@ from clusterset_dns.zone.cache import (
 )
 
 BULK = 1000  # services rebuilt in one update: a (re)list or a big file
+# Work of one slice of the answers built after the sync (Pending.build_some), in
+# endpoints: a service counts SERVICE_COST plus its endpoints. Measured on the bench's
+# ClusterSet (bench/kube_scale.py): a ClusterSetIP service takes about 0.1 ms to build,
+# a Headless one about 13 us an endpoint, so a slice is about 2.5 ms.
+SERVICE_COST, BUILD_SLICE = 8, 200
+
+
+def slice_cost(cache: Cache) -> Callable[[tuple[str, str]], int]:
+    """The work of building one service's answers, in endpoints."""
+    def cost(service: tuple[str, str]) -> int:
+        return SERVICE_COST + sum(len(piece.endpoints) for piece in cache.slices_of(service))
+    return cost
+
+
+async def build_pending(cache: Cache, budget: int = BUILD_SLICE) -> None:
+    """Builds the answers a first list left waiting (``cache.pending``), a slice at a
+    time with a turn of the event loop after each, so that queries keep being
+    answered (a query for a name still waiting builds its service itself); the cyclic
+    collector is off during a slice (what is built stays, and has no cycles), and
+    what the build left is frozen and the heap trimmed at the end, as after a load."""
+    cost = slice_cost(cache)
+    while cache.pending:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            cache.pending.build_some(budget, cost)
+        finally:
+            if enabled:
+                gc.enable()
+        await asyncio.sleep(0)
+    release_memory(collect=False)
 
 
 def release_memory(collect: bool = True) -> None:
@@ -58,7 +89,8 @@ class Sink:
     def __init__(self, cache: Cache, pool: workers.WorkerPool, meters: metrics.Metrics,
                  on_serial: Callable[[], None] = lambda: None,
                  on_synced: Callable[[], None] = lambda: None) -> None:
-        """``on_synced``: called once, when the cache is first synced."""
+        """``on_synced``: called once, when the cache is first synced and the answers
+        the sync left to build are built."""
         self.cache = cache
         self.pool = pool
         self.metrics = meters
@@ -71,6 +103,7 @@ class Sink:
         self._starting = False
         self.held: list[Op] = []  # updates waiting for the next tick
         self._timer: asyncio.TimerHandle | None = None
+        self.building: asyncio.Task[None] | None = None  # build_pending, after the sync
         # Trigger times before this moment are changes made before the server ran: not
         # a programming delay of ours (kube-proxy drops them the same way). Observing
         # them put a slice changed days ago in the histogram at every start.
@@ -103,6 +136,10 @@ class Sink:
             return
         self.held.extend(ops)
         self.flush()
+
+    async def _build_pending(self) -> None:
+        await build_pending(self.cache)
+        self.on_synced()  # it reads the answers
 
     def hold(self, now: float) -> float:
         """Seconds updates arriving at ``now`` wait: until the clock's next serial, and at
@@ -147,6 +184,10 @@ class Sink:
         if applied.rebuilt >= BULK or first_sync:
             release_memory(collect=not (first_sync and self._starting))
         if first_sync:
-            self.on_synced()
+            if self.cache.pending:
+                self.building = asyncio.get_running_loop().create_task(
+                    self._build_pending(), name="build-pending")
+            else:
+                self.on_synced()
         if self.cache.zone.synced:
             self.synced.set()

@@ -62,6 +62,8 @@ def soa(zone: Zone) -> rrs.Record:
 
 
 def take(zone: Zone) -> Snapshot:
+    if zone.unbuilt is not None:  # answers still to be built after the sync: all now
+        zone.unbuilt.build_all()
     answers = zone.answers
     return Snapshot(zone.serial, soa(zone), list(answers), list(answers.values()),
                     zone.generation, list(zone.hosts.items()), zone.address_heads,

@@ -1,19 +1,18 @@
 """The object stores and the zone of ready-made answers built from them.
 
-Sources (manifest files, the Kubernetes watch) describe changes as a list of
-:data:`Op`; :meth:`Cache.apply` applies one list and rebuilds the services it
-touched before returning. The answer dicts are changed in place inside that
-one synchronous call, so on the event loop a query sees either all of an
-update or none of it. The ops are :mod:`ops`'; the dicts the handler reads,
-:mod:`table`'s.
+Sources (manifest files, the Kubernetes watch) describe changes as a list of :data:`Op`;
+:meth:`Cache.apply` applies one list and rebuilds the services it touched before
+returning. The answer dicts are changed in place inside that one synchronous call, so on
+the event loop a query sees either all of an update or none of it. The ops are
+:mod:`ops`'; the dicts the handler reads, :mod:`table`'s; a first list's services may
+wait for their answers in :mod:`pending`'s list.
 
-Every object is admitted before it is stored (:mod:`admission`): each name it
-would make under the zone must fit DNS. An object that cannot be served whole is
-not stored (a port whose ``_<port>._<proto>`` name cannot exist only loses that
-name); either way :meth:`Cache.apply` reports it in :class:`Applied`, and never
-stops the rest of the update for it.
+Every object is admitted before it is stored (:mod:`admission`): each name it would make
+under the zone must fit DNS. An object that cannot be served whole is not stored (a port
+whose ``_<port>._<proto>`` name cannot exist only loses that name); either way
+:meth:`Cache.apply` reports it in :class:`Applied`, and never stops the rest of the
+update for it.
 """
-
 from __future__ import annotations
 
 import logging
@@ -52,6 +51,7 @@ from clusterset_dns.zone.ops import (
     SetSynced,
     SetTopologyZone,
 )
+from clusterset_dns.zone.pending import Pending
 from clusterset_dns.zone.records import Built, RecordBuilder
 from clusterset_dns.zone.table import (
     EMPTY,
@@ -86,7 +86,8 @@ class Cache:
                  serve_terminating: bool = False,
                  clock: Callable[[], float] = SYSTEM.time,
                  on_change: Callable[[int, int, list[Change] | None], None] | None = None,
-                 record_programming: bool = False, lazy: bool = True) -> None:
+                 record_programming: bool = False, lazy: bool = True, defer: bool = False
+                 ) -> None:
         """``log_rejected=False``: a worker process, whose parent already logged what
         the same update rejected (the result still reports it). ``cluster_id`` and
         ``topology_zone``: where the server runs, as configured (changed later by ops);
@@ -101,7 +102,7 @@ class Cache:
         ``record_programming`` (the serving parent): slices changed by apply() that
         carry a last-change-trigger-time are listed in ``programmed``, as (service
         kind, trigger time); the caller measures the programming delay once their
-        answers are served, and empties the list."""
+        answers are served, and empties the list. ``defer``: see :mod:`pending`."""
         self.clock = clock
         self.builder = RecordBuilder(zone_names, ttl, cluster_id, topology_zone, node_name,
                                      serve_terminating)
@@ -140,6 +141,8 @@ class Cache:
         self._headless: dict[ObjectKey, delta.Headless] = {}
         self._touched: dict[ObjectKey, set[ObjectKey]] = {}  # their slices changed since
         self._may_start = False  # the rebuild in progress may start a delta.Headless
+        self.defer, self._quiet = defer, False  # _quiet: a pending service is being built
+        self.pending = Pending(zone_names, self.zone, self._build_deferred, self._failed)
         self._set_serial(serials.at(clock()))
 
     # -- applying changes ----------------------------------------------------------------
@@ -153,12 +156,15 @@ class Cache:
         self._forced_serial = None
         old_serial = self.zone.serial
         was_synced = self.zone.synced
+        if self.pending and was_synced and self.on_change is not None:
+            self.pending.touched(ops, self.slices)
         try:
             for op in ops:
                 self._apply_one(op, dirty, rejected)
         finally:
             # Even when an op raised (a bug): what was stored so far gets its answers.
-            failures = self._rebuild_all(dirty, not was_synced and self.zone.synced)
+            failures = self._rebuild_all(dirty, not was_synced and self.zone.synced,
+                                         self.defer and not was_synced)
             if self.zone.serial != old_serial and self.on_change is not None:
                 changes, self._changes = self._changes, []
                 # No history from before the first sync (half-loaded zones), nor of the
@@ -292,11 +298,11 @@ class Cache:
 
     # -- rebuilding -----------------------------------------------------------------------
 
-    def _rebuild_all(self, dirty: set[ObjectKey], syncing: bool = False
-                     ) -> list[tuple[ObjectKey, Exception]]:
-        """Rebuilds every service in ``dirty``, each on its own: one that raises keeps
-        its previous answers whole and does not stop the others. ``syncing``: this
-        update completes the sync (the serial steps, see below)."""
+    def _rebuild_all(self, dirty: set[ObjectKey], syncing: bool = False,
+                     deferring: bool = False) -> list[tuple[ObjectKey, Exception]]:
+        """Rebuilds every service in ``dirty``, each on its own: one that raises keeps its
+        previous answers whole and does not stop the others. ``syncing``: this update
+        completes the sync (the serial steps); ``deferring``: a new import waits (pending)."""
         failures: list[tuple[ObjectKey, Exception]] = []
         forced = self._forced_serial
         if not dirty and not (syncing and forced is None):
@@ -307,6 +313,9 @@ class Cache:
         # services that may never change.
         self._may_start = self.zone.synced and not syncing
         for service in dirty:
+            if self.pending.wait(service, deferring and service in self.imports
+                                 and service not in self._built):
+                continue
             try:
                 self._rebuild(service)
             except Exception as exc:  # a bug: reported by apply, after the others
@@ -325,7 +334,7 @@ class Cache:
         # Wall time for explain (not ``clock``, the serial's, which tests move by hand).
         stamp = (self.zone.serial, SYSTEM.time())  # one tuple for the whole update
         for service in dirty:
-            if service in self._built:
+            if service in self._built or service in self.pending:
                 self.changed_at[service] = stamp
             else:
                 self.changed_at.pop(service, None)
@@ -386,6 +395,14 @@ class Cache:
                 self._headless[service] = state
                 self._built[service] = (state.keys, *footprint[1:])
 
+    def _build_deferred(self, service: ObjectKey) -> None:
+        """A service of ``pending``, built as it stood all along: no journal entry."""
+        self._quiet, may_start, self._may_start = True, self._may_start, False
+        try:
+            self._rebuild(service)
+        finally:
+            self._quiet, self._may_start = False, may_start
+
     def _update(self, service: ObjectKey, state: delta.Headless, imp: ServiceImport) -> bool:
         """Applies the difference of the service's changed slices (delta.py); False when
         it must be rebuilt whole (``state`` unchanged)."""
@@ -405,25 +422,8 @@ class Cache:
             raise
         if diff is None:
             return False
-        if self.on_change is not None and self.zone.synced:
-            for key, after in diff.answers.items():
-                before = answers.get(key)
-                if before is None and after is None:
-                    continue
-                if (before is None or after is None or after.body != before.body
-                        or after.heads[0] != before.heads[0]):
-                    self._changes.append((key, before, after))
-        for key, after in diff.answers.items():
-            if after is None:
-                answers.pop(key, None)
-            else:
-                answers[key] = after
-        cuts = self.zone.cuts
-        for key, cut in diff.cuts.items():
-            if cut is None:
-                cuts.pop(key, None)
-            else:
-                cuts[key] = cut
+        diff.put(answers, self.zone.cuts, self._changes
+                 if self.on_change is not None and self.zone.synced else None)
         explained = self.zone.explained
         footprint = self._built[service]
         for name in footprint[2]:
@@ -441,7 +441,7 @@ class Cache:
         # A name with records is known by its answers: only the others are counted.
         empty = tuple(name for name in new.names if not owns_records(new.answers, name)
                       and name + SRV_SUFFIX not in new.derived)
-        if self.on_change is not None and self.zone.synced:
+        if self.on_change is not None and self.zone.synced and not self._quiet:
             self._note_changes(old, new)
         if old is not None:
             for key in old[0]:

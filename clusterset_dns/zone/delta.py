@@ -178,6 +178,30 @@ class Difference:
     cuts: dict[bytes, truncate.Cuts | None]
     explained: dict[bytes, bytes]  # the service's EDE texts, all of them
 
+    def put(self, answers: dict[bytes, wire.Answer], cuts: dict[bytes, truncate.Cuts],
+            changes: list[tuple[bytes, wire.Answer | None, wire.Answer | None]] | None
+            ) -> None:
+        """Puts the answers and cuts in the zone's dicts; each answer that changes
+        goes to ``changes`` (the journal's; None: not kept) as (key, before, after)."""
+        if changes is not None:
+            for key, after in self.answers.items():
+                before = answers.get(key)
+                if before is None and after is None:
+                    continue
+                if (before is None or after is None or after.body != before.body
+                        or after.heads[0] != before.heads[0]):
+                    changes.append((key, before, after))
+        for key, after in self.answers.items():
+            if after is None:
+                answers.pop(key, None)
+            else:
+                answers[key] = after
+        for key, cut in self.cuts.items():
+            if cut is None:
+                cuts.pop(key, None)
+            else:
+                cuts[key] = cut
+
 
 class _Present:
     """The names the service has after the update (``top``: the answers it changes, over

@@ -10,6 +10,7 @@ import itertools
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from clusterset_dns.zone import truncate, wire
 from clusterset_dns.zone.firstuse import FirstUse
@@ -265,6 +266,14 @@ def owns_records(answers: Mapping[bytes, wire.Answer], name: bytes) -> bool:
     return False
 
 
+class Unbuilt(Protocol):
+    """Services whose answers are built after the sync (pending.Pending)."""
+
+    def build_for(self, name: bytes) -> None: ...
+
+    def build_all(self) -> None: ...
+
+
 @dataclass(slots=True)
 class Zone:
     """What the handler reads. The dicts keep their identity for the process's life."""
@@ -310,6 +319,9 @@ class Zone:
     # question key -> the service name's key in ``answers``; encoded on first use
     # (shifted) and remembered in ``first_use``; their ``cuts`` are the service name's.
     derived: dict[bytes, bytes] = field(default_factory=dict)
+    # Services whose answers are not built yet (pending.py): a name under one is built
+    # before it is looked up, so it answers as if built. None: every answer is built.
+    unbuilt: Unbuilt | None = None
 
     def changed(self) -> None:
         """Called after every change to what the zone answers (the serial moves with
@@ -366,6 +378,11 @@ class Zone:
         memory = self.first_use
         ans = memory.get(key)
         if ans is None:
+            if self.unbuilt is not None:
+                self.unbuilt.build_for(key[:-4])
+                ans = self.answers.get(key)
+                if ans is not None:
+                    return ans
             ans = memory.take(key) or self.cold(key)
             if ans is not None:
                 memory.put(key, ans)  # back into the recent half, or in for the first time
@@ -378,6 +395,8 @@ class Zone:
     def every_answer(self) -> Iterator[tuple[bytes, wire.Answer]]:
         """Every (key, answer) of the zone: the stored ones, then those of the compact
         index, encoded as they come (for dump and the tests; transfers snapshot)."""
+        if self.unbuilt is not None:
+            self.unbuilt.build_all()
         yield from self.answers.items()
         for key, bare in self.derived.items():
             yield key, shifted(self.answers[bare], len(key) - len(bare))
@@ -391,6 +410,12 @@ class Zone:
     def lookup(self, name: bytes) -> int:
         """HAS_RECORDS, EMPTY (exists, no records: an empty non-terminal) or MISSING,
         for a lower-case wire-format name. The one place existence is decided."""
+        if self.unbuilt is not None:
+            self.unbuilt.build_for(name)
+        return self.state(name)
+
+    def state(self, name: bytes) -> int:
+        """:meth:`lookup` in what is built so far."""
         if (owns_records(self.answers, name) or self.host(name) is not None
                 or name + SRV_SUFFIX in self.derived):
             return HAS_RECORDS
