@@ -1,0 +1,539 @@
+"""The worker pool's supervision at its boundaries, on the injected clock: what is sent
+to whom, when a silent or stuck worker is killed (the second after the limit, not the
+second of it), the restart's back-off (doubling, capped, reset after a healthy run), how
+a worker's end is told, and the worker's side of the socketpair (the Config, updates,
+reports). The process is a stand-in at its seam (poll, kill, terminate); the real ones
+are tests/unit/test_workers.py's. Written for the survivors of
+``scripts/mutate clusterset_dns/process/workers.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pickle
+import socket
+import struct
+import subprocess
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
+
+import pytest
+
+from clusterset_dns.base.config import Config
+from clusterset_dns.process import workers
+from clusterset_dns.serving.stats import Stats
+from clusterset_dns.zone.cache import Op, SetSynced
+
+from .fakeclock import FakeClock
+
+PID = 4242
+
+
+class Proc:
+    """A worker process at its seam: ``exits``: how many kills or terminations it takes
+    to end it (0: it has ended, with ``code``)."""
+
+    def __init__(self, exits: int = 1, code: int | None = None) -> None:
+        self.pid = PID
+        self.returncode: int | None = code
+        self.exits = exits
+        self.signals: list[str] = []
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def _signal(self, name: str, code: int) -> None:
+        self.signals.append(name)
+        self.exits -= 1
+        if self.exits <= 0 and self.returncode is None:
+            self.returncode = code
+
+    def kill(self) -> None:
+        self._signal("kill", -9)
+
+    def terminate(self) -> None:
+        self._signal("term", -15)
+
+
+class Writer:
+    """The parent's end of a worker's socketpair: what was written, whether closed."""
+
+    def __init__(self, on_close: Callable[[], None] = lambda: None) -> None:
+        self.frames: list[object] = []
+        self.closed = False
+        self.on_close = on_close
+
+    def write(self, data: bytes) -> None:
+        size = struct.unpack("!I", data[:4])[0]
+        assert size == len(data) - 4
+        self.frames.append(pickle.loads(data[4:]))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+        self.on_close()
+
+
+def pool(count: int = 1, clock: FakeClock | None = None) -> tuple[workers.WorkerPool,
+                                                                  list[str]]:
+    restarts: list[str] = []
+    made = workers.WorkerPool(Config(), count, "none:none", lambda: [SetSynced(True)],
+                              restarts.append, clock or FakeClock())
+    return made, restarts
+
+
+def attach(worker: workers.Worker, proc: Proc | None = None,
+           writer: Writer | None = None) -> tuple[Proc, Writer]:
+    proc = proc or Proc()
+    writer = writer or Writer()
+    worker.proc = cast(subprocess.Popen[bytes], proc)
+    worker.writer = cast(asyncio.StreamWriter, writer)
+    return proc, writer
+
+
+def run(coro: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(coro)
+
+
+# -- the parent sends ------------------------------------------------------------------------------
+
+def test_a_frame_is_its_length_then_the_pickle() -> None:
+    update = workers.Update(3, [SetSynced(True)])
+    frame = workers._frame(update)
+    assert frame[:4] == struct.pack("!I", len(frame) - 4)
+    assert pickle.loads(frame[4:]) == update
+
+    async def read() -> object:
+        reader = asyncio.StreamReader()
+        reader.feed_data(frame + b"rest")
+        return await workers._read_frame(reader)
+
+    assert run(read()) == update
+
+
+def test_a_worker_is_sent_to_only_while_its_socket_is_open() -> None:
+    worker = workers.Worker(1)
+    worker.send(workers.StartServing())  # no socket yet: nothing, no error
+    _, writer = attach(worker)
+    worker.send(workers.StartServing())
+    writer.closed = True
+    worker.send(workers.StartServing())
+    assert writer.frames == [workers.StartServing()]
+
+
+def test_updates_are_numbered_per_worker_and_the_longest_kept() -> None:
+    made, _ = pool(2)
+    first, second = made.workers
+    _, writer = attach(first)
+    ops_a: list[Op] = [SetSynced(True)]
+    ops_b: list[Op] = [SetSynced(False)]
+    made.send(ops_a, 0.5)
+    made.send(ops_b, 0.25)
+    made.send(ops_a)
+    assert writer.frames == [workers.Update(1, ops_a), workers.Update(2, ops_b),
+                             workers.Update(3, ops_a)]
+    assert (first.sent, second.sent) == (3, 0)  # no socket: nothing counted as sent
+    assert made.longest_update == 0.5
+
+
+def test_missing_lists_the_workers_not_serving_once_the_parent_serves() -> None:
+    made, _ = pool(3)
+    writers = [attach(w)[1] for w in made.workers]
+    assert made.missing() == []  # not serving yet: nobody is missing
+    made.workers[1].serving = True
+    made.start_serving()
+    assert made.serving
+    assert [w.frames for w in writers] == [[workers.StartServing()]] * 3
+    assert made.missing() == [1, 3]
+    assert made.stats() == [made.retired, *(w.stats for w in made.workers)]
+    assert all(a is b for a, b in zip(made.stats(),
+                                      [made.retired, *(w.stats for w in made.workers)],
+                                      strict=True))
+
+
+def test_a_worker_slot_starts_empty() -> None:
+    worker = workers.Worker(7)
+    assert (worker.index, worker.proc, worker.writer, worker.pid) == (7, None, None, None)
+    assert (worker.sent, worker.applied, worker.serving) == (0, 0, False)
+    assert (worker.last_report, worker.last_progress, worker.started) == (0.0, 0.0, 0.0)
+    assert worker.restart_delay == workers.RESTART_FIRST
+    attach(worker)
+    assert worker.pid == PID
+    made, _ = pool(2)
+    assert [w.index for w in made.workers] == [1, 2]
+    assert (made.serving, made.stopping, made.longest_update) == (False, False, 0.0)
+
+
+# -- the watchdog ----------------------------------------------------------------------------------
+
+async def rounds(clock: FakeClock, count: int, before: Callable[[], None] = lambda: None
+                 ) -> None:
+    """``count`` rounds of the watchdog (one a REPORT_SECONDS); ``before`` each."""
+    for _ in range(count):
+        before()
+        clock.advance(workers.REPORT_SECONDS)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("longest", [0.0, 2.0])
+def test_a_silent_worker_is_killed_the_round_after_the_limit(
+        longest: float, caplog: pytest.LogCaptureFixture) -> None:
+    allowed = workers.STALL_SECONDS + 3 * longest  # 10 s, or 16 s after a 2 s update
+
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        clock = FakeClock()
+        made, restarts = pool(1, clock)
+        made.longest_update = longest
+        proc, _ = attach(made.workers[0])
+        made.workers[0].last_report = made.workers[0].last_progress = clock.monotonic()
+        watchdog = asyncio.ensure_future(made._watchdog())
+        await asyncio.sleep(0)
+        await rounds(clock, int(allowed))  # silent for exactly the limit: kept
+        kept = list(proc.signals)
+        await rounds(clock, 1)
+        watchdog.cancel()
+        return kept, proc.signals, restarts
+
+    with caplog.at_level(logging.ERROR):
+        kept, signals, restarts = run(scenario())
+    assert (kept, signals, restarts) == ([], ["kill"], ["stalled"])
+    assert caplog.messages == [f"worker 1 (pid {PID}) stopped reporting for "
+                               f"{allowed:.0f}s; killing it"]
+
+
+@pytest.mark.parametrize(("applied", "sent", "killed"), [(2, 3, True), (3, 3, False)])
+def test_a_worker_that_reports_but_applies_nothing_is_killed(
+        applied: int, sent: int, killed: bool, caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        clock = FakeClock()
+        made, restarts = pool(1, clock)
+        worker = made.workers[0]
+        proc, _ = attach(worker)
+        worker.applied, worker.sent = applied, sent
+        worker.last_progress = clock.monotonic()
+
+        def report() -> None:
+            worker.last_report = clock.monotonic()
+
+        watchdog = asyncio.ensure_future(made._watchdog())
+        await asyncio.sleep(0)
+        await rounds(clock, int(workers.STALL_SECONDS), report)
+        kept = list(proc.signals)
+        await rounds(clock, 1, report)
+        watchdog.cancel()
+        return kept, proc.signals, restarts
+
+    with caplog.at_level(logging.ERROR):
+        kept, signals, restarts = run(scenario())
+    assert kept == []
+    assert (signals, restarts) == ((["kill"], ["stalled"]) if killed else ([], []))
+    assert caplog.messages == ([f"worker 1 (pid {PID}) has not applied update 3 of 3 for "
+                                "10s; killing it"] if killed else [])
+
+
+def test_the_watchdog_passes_slots_without_a_running_process() -> None:
+    async def scenario() -> list[list[str]]:
+        clock = FakeClock()
+        made, restarts = pool(3, clock)
+        gone, _ = attach(made.workers[0], Proc(code=1))  # exited, not yet reaped
+        no_socket, _ = attach(made.workers[1])
+        made.workers[1].writer = None  # restarting
+        made.workers[2].writer = cast(asyncio.StreamWriter, Writer())  # no process yet
+        watchdog = asyncio.ensure_future(made._watchdog())
+        await asyncio.sleep(0)
+        await rounds(clock, 20)
+        watchdog.cancel()
+        assert restarts == []
+        return [gone.signals, no_socket.signals]
+
+    assert run(scenario()) == [[], []]
+
+
+# -- a worker's end, and its restart ---------------------------------------------------------------
+
+def report(applied: int, serving: bool = True, requests: int = 0) -> bytes:
+    stats = Stats()
+    stats.truncated = requests
+    return workers._frame(workers.Report(stats, applied, serving))
+
+
+def test_reports_move_progress_when_applied_moves_or_has_caught_up() -> None:
+    async def scenario() -> list[tuple[int, bool, float, float]]:
+        clock = FakeClock()
+        made, _ = pool(1, clock)
+        worker = made.workers[0]
+        attach(worker, Proc(code=0))
+        worker.sent = 3
+        reader = asyncio.StreamReader()
+        follow = asyncio.ensure_future(made._follow(worker, reader))
+        seen = []
+        for applied in (0, 1, 1, 3, 3):
+            clock.advance(1.0)
+            reader.feed_data(report(applied, serving=applied == 3))
+            for _ in range(3):
+                await asyncio.sleep(0)
+            seen.append((worker.applied, worker.serving, worker.last_report,
+                         worker.last_progress))
+        made.stopping = True  # the end is the shutdown's: no restart
+        reader.feed_eof()
+        await follow
+        return seen
+
+    assert run(scenario()) == [(0, False, 1001.0, 0.0), (1, False, 1002.0, 1002.0),
+                               (1, False, 1003.0, 1002.0), (3, True, 1004.0, 1004.0),
+                               (3, True, 1005.0, 1005.0)]
+
+
+RESTARTS = [
+    # (returncode, how it is told, delay, ran for, the next delay)
+    (-9, "was killed by signal 9", workers.RESTART_FIRST, 1.0, 2 * workers.RESTART_FIRST),
+    (0, "exited with status 0", 16.0, workers.HEALTHY_SECONDS, workers.RESTART_CAP),
+    (1, "exited with status 1", 8.0, workers.HEALTHY_SECONDS + 0.5,
+     2 * workers.RESTART_FIRST),
+]
+
+
+@pytest.mark.parametrize(("code", "how", "delay", "ran", "following"), RESTARTS)
+def test_a_worker_that_ends_is_restarted_after_its_back_off(
+        code: int, how: str, delay: float, ran: float, following: float,
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> tuple[workers.WorkerPool, list[str], list[float], float]:
+        clock = FakeClock()
+        made, restarts = pool(1, clock)
+        worker = made.workers[0]
+        _, writer = attach(worker, Proc(code=code))
+        worker.restart_delay = delay if code != 1 else 4.0  # a healthy run resets it
+        worker.started = clock.now
+        spawned: list[float] = []
+
+        async def spawn(slot: workers.Worker) -> None:
+            assert slot is worker
+            spawned.append(clock.now)
+
+        made._spawn = spawn  # type: ignore[method-assign,assignment]
+        reader = asyncio.StreamReader()
+        reader.feed_data(report(1, requests=5))
+        reader.feed_eof()
+        clock.advance(ran)
+        started = clock.now
+        follow = asyncio.ensure_future(made._follow(worker, reader))
+        while not follow.done():
+            await asyncio.sleep(0)
+            clock.jump()
+        assert writer.closed and worker.writer is None
+        return made, restarts, [t - started for t in spawned], worker.restart_delay
+
+    with caplog.at_level(logging.ERROR):
+        made, restarts, spawned, next_delay = run(scenario())
+    worker = made.workers[0]
+    expected = delay if code != 1 else workers.RESTART_FIRST
+    assert restarts == ["exited"]
+    assert spawned == [pytest.approx(expected, abs=0.2)]  # plus the reaping's polls
+    assert next_delay == following
+    assert (worker.serving, worker.stats.truncated, made.retired.truncated) == (False, 0, 5)
+    assert caplog.messages == [f"worker 1 (pid {PID}) {how}; restarting it in "
+                               f"{expected:.1f}s and resyncing it"]
+
+
+def test_an_unreadable_report_kills_the_worker_and_restarts_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        clock = FakeClock()
+        made, restarts = pool(1, clock)
+        worker = made.workers[0]
+        proc, _ = attach(worker)
+
+        async def spawn(_: workers.Worker) -> None:
+            pass
+
+        made._spawn = spawn  # type: ignore[method-assign,assignment]
+        reader = asyncio.StreamReader()
+        reader.feed_data(workers._frame("not a report"))
+        follow = asyncio.ensure_future(made._follow(worker, reader))
+        while not follow.done():
+            await asyncio.sleep(0)
+            clock.jump()
+        return proc.signals, restarts
+
+    with caplog.at_level(logging.ERROR):
+        signals, restarts = run(scenario())
+    assert (signals, restarts) == (["kill"], ["exited"])
+    assert caplog.messages[0] == "worker 1: unreadable report; restarting it"
+    assert "TypeError: worker sent a str" in caplog.text
+
+
+@pytest.mark.parametrize("why", ["stopping", "replaced"])
+def test_an_end_while_stopping_or_after_a_replacement_restarts_nothing(why: str) -> None:
+    async def scenario() -> tuple[workers.WorkerPool, list[str], Writer]:
+        made, restarts = pool(1)
+        worker = made.workers[0]
+        _, writer = attach(worker, Proc(code=-15))
+        reader = asyncio.StreamReader()
+        reader.feed_data(report(1, requests=2))
+        follow = asyncio.ensure_future(made._follow(worker, reader))
+        await asyncio.sleep(0)  # the report read, the next awaited
+        if why == "stopping":
+            made.stopping = True
+        else:
+            worker.proc = cast(subprocess.Popen[bytes], Proc())
+        reader.feed_eof()
+        await follow
+        return made, restarts, writer
+
+    made, restarts, writer = run(scenario())
+    assert restarts == []
+    assert not writer.closed
+    assert (made.workers[0].stats.truncated, made.retired.truncated) == (2, 0)
+
+
+# -- reaping and stopping --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("exits", [1, 2])
+def test_reap_kills_after_the_timeout_and_again_after_each(exits: int) -> None:
+    async def scenario() -> tuple[int, list[str], list[float]]:
+        clock = FakeClock()
+        made, _ = pool(1, clock)
+        proc = Proc(exits)
+        killed_at: list[float] = []
+        kill = proc.kill
+
+        def timed_kill() -> None:
+            killed_at.append(clock.now)
+            kill()
+
+        proc.kill = timed_kill  # type: ignore[method-assign]
+        start = clock.now
+        reaping = asyncio.ensure_future(made._reap(cast(subprocess.Popen[bytes], proc), 5.0))
+        while not reaping.done():
+            await asyncio.sleep(0)
+            clock.jump()
+        return reaping.result(), proc.signals, [t - start for t in killed_at]
+
+    code, signals, killed_at = run(scenario())
+    assert (code, signals) == (-9, ["kill"] * exits)
+    # each kill at the first poll (every 0.05 s) past the deadline, the deadline renewed
+    expected = [5.05, 10.1][:exits]
+    assert killed_at == [pytest.approx(t, abs=1e-6) for t in expected]
+
+
+def test_stop_waits_stop_seconds_then_terminates_the_rest() -> None:
+    async def scenario() -> tuple[list[str], list[str], float, list[bool]]:
+        clock = FakeClock()
+        made, _ = pool(2, clock)
+        polite = Proc()
+        attach(made.workers[0], polite, Writer(on_close=lambda: setattr(polite, "returncode",
+                                                                          0)))
+        stubborn, stubborn_writer = attach(made.workers[1])
+        start = clock.now
+        stopping = asyncio.ensure_future(made.stop())
+        while not stopping.done():
+            await asyncio.sleep(0)
+            clock.jump()
+        return polite.signals, stubborn.signals, clock.now - start, [
+            made.stopping, stubborn_writer.closed]
+
+    polite, stubborn, waited, flags = run(scenario())
+    assert (polite, stubborn, flags) == ([], ["term"], [True, True])
+    assert workers.STOP_SECONDS <= waited < workers.STOP_SECONDS + 0.1
+
+
+def test_stop_is_quick_when_every_worker_exits() -> None:
+    async def scenario() -> float:
+        clock = FakeClock()
+        made, _ = pool(1, clock)
+        proc = Proc()
+        attach(made.workers[0], proc, Writer(on_close=lambda: setattr(proc, "returncode", 0)))
+        start = clock.now
+        stopping = asyncio.ensure_future(made.stop())
+        while not stopping.done():
+            await asyncio.sleep(0)
+            clock.jump()
+        assert proc.signals == []
+        return clock.now - start
+
+    assert run(scenario()) == 0.0
+
+
+# -- the worker's side -----------------------------------------------------------------------------
+
+def test_the_config_is_read_in_pieces() -> None:
+    config = Config(zone="example.test", ttl=9)
+    frame = workers._frame(config)
+    parent, child = socket.socketpair()
+    with parent, child:
+        parent.sendall(frame[:2])
+        parent.sendall(frame[2:7])
+        parent.sendall(frame[7:])
+        assert workers.read_config(child) == config
+
+
+@pytest.mark.parametrize(("sent", "error"), [
+    (b"", "the parent went away before sending the config"),
+    (workers._frame(Config())[:9], "the parent went away before sending the config"),
+    (workers._frame("a config"), "expected the Config, got a str"),
+])
+def test_no_config_is_an_error_that_says_so(sent: bytes, error: str) -> None:
+    parent, child = socket.socketpair()
+    with parent, child:
+        parent.sendall(sent)
+        parent.shutdown(socket.SHUT_WR)
+        with pytest.raises((ConnectionError, TypeError)) as caught:
+            workers.read_config(child)
+    assert str(caught.value) == error
+
+
+def test_the_worker_applies_serves_and_reports_until_the_parent_goes() -> None:
+    async def scenario() -> tuple[list[list[Op]], int, list[object]]:
+        clock = FakeClock()
+        parent, child = socket.socketpair()
+        reader, writer = await asyncio.open_unix_connection(sock=parent)
+        applied: list[list[Op]] = []
+        started: list[int] = []
+        stats = Stats()
+
+        async def start_serving() -> None:
+            started.append(len(applied))
+
+        following = asyncio.ensure_future(workers.follow_parent(
+            child, applied.append, start_serving, stats, lambda: bool(started), clock))
+        reports = [await workers._read_frame(reader)]  # at once, before any update
+        for message in (workers.Update(1, [SetSynced(True)]), workers.StartServing(),
+                        workers.Update(2, [SetSynced(False)])):
+            writer.write(workers._frame(message))
+        await writer.drain()
+        while len(applied) < 2:
+            await asyncio.sleep(0)
+        assert clock.pending() == [1000.0 + workers.REPORT_SECONDS]
+        clock.advance(workers.REPORT_SECONDS)
+        reports.append(await workers._read_frame(reader))
+        writer.close()
+        await following
+        return applied, started[0], reports
+
+    applied, started_after, reports = run(scenario())
+    assert applied == [[SetSynced(True)], [SetSynced(False)]]
+    assert started_after == 1
+    assert [(cast(workers.Report, r).applied, cast(workers.Report, r).serving)
+            for r in reports] == [(0, False), (2, True)]
+
+
+def test_an_unexpected_message_ends_the_worker_with_the_error() -> None:
+    async def scenario() -> None:
+        parent, child = socket.socketpair()
+        _, writer = await asyncio.open_unix_connection(sock=parent)
+        writer.write(workers._frame("hello"))
+
+        async def start_serving() -> None:
+            pass
+
+        try:
+            await workers.follow_parent(child, lambda ops: None, start_serving, Stats(),
+                                        lambda: False, FakeClock())
+        finally:
+            writer.close()
+
+    with pytest.raises(TypeError, match=r"^unexpected message from the parent: str$"):
+        run(scenario())
