@@ -537,3 +537,94 @@ def test_the_zone_line_says_sync_and_the_largest_rrset_given() -> None:
         dns = explain.explain(cache, "a.clusterset.local", largest=largest, full=False)
         assert dns["zone"]["largestRRset"] == (
             {"records": largest[0]} if largest[0] else None)
+
+
+def dual_stack() -> Cache:
+    """Local first from east in zone za: IPv4 at tier 0 (east, za); IPv6 at tier 1 (east,
+    zb) and tier 2 (west); a not-ready IPv6 endpoint in za; two slices without endpoints,
+    one of a cluster whose name sorts before "east", one without cluster id."""
+    imp = convert.service_import(service_import("near", NS, "Headless", ports=[HTTP],
+                                                traffic_distribution="PreferClose"))
+    raws = [endpoint_slice("near-e4", "near", NS, "east", ports=[HTTP], endpoints=[
+                endpoint("10.81.0.1", hostname="e-4", zone="za")]),
+            endpoint_slice("near-e6", "near", NS, "east", address_type="IPv6", ports=[HTTP],
+                           endpoints=[endpoint("fd00::1", hostname="e-6", zone="zb"),
+                                      endpoint("fd00::3", hostname="e-d", zone="za",
+                                               ready=False)]),
+            endpoint_slice("near-w6", "near", NS, "west", address_type="IPv6", ports=[HTTP],
+                           endpoints=[endpoint("fd00::2", hostname="w-6")]),
+            endpoint_slice("near-1", "near", NS, "1a", ports=[HTTP]),
+            endpoint_slice("near-x", "near", NS, None, ports=[HTTP])]
+    pieces = [convert.endpoint_slice(raw) for raw in raws]
+    cache = Cache(ZoneNames("clusterset.local"), 5, cluster_id="east", topology_zone="za")
+    cache.apply([ReplaceImports({(NS, "near"): imp}),
+                 ReplaceSlices({(p.namespace, p.name): p for p in pieces if p is not None}),
+                 SetSynced(True)])
+    return cache
+
+
+def test_each_family_has_its_own_best_tier() -> None:
+    """AAAA: the IPv6 addresses answered are tier 1's (the IPv4 ones, tier 0, do not
+    count); the not-ready endpoint has no tier; a slice without endpoints is listed (as
+    IPv4: the model keeps no addressType, and no address tells), the one without cluster
+    id first."""
+    result = explain.explain(dual_stack(), q("near"), "AAAA")
+    assert result["answer"]["answer"] == ["near.prod.svc.clusterset.local. 5 IN AAAA fd00::1"]
+    lines = explain.text(result).splitlines()
+    assert lines[lines.index("  endpointSliceObjects: (not set)") + 2:] == [
+        "EndpointSlice prod/near-x (resourceVersion ?, cluster (none), IPv4): 0 endpoints",
+        "EndpointSlice prod/near-1 (resourceVersion ?, cluster 1a, IPv4): 0 endpoints",
+        "EndpointSlice prod/near-e4 (resourceVersion ?, cluster east, IPv4): 1 endpoints",
+        "  10.81.0.1 e-4: left out (tier 0: in this server's zone: zone): other family "
+        "(IPv4; asked AAAA)",
+        "EndpointSlice prod/near-e6 (resourceVersion ?, cluster east, IPv6): 2 endpoints",
+        "  fd00::1 e-6: served (tier 1: the local cluster, elsewhere by zone)",
+        "  fd00::3 e-d: left out: not ready",
+        "EndpointSlice prod/near-w6 (resourceVersion ?, cluster west, IPv6): 1 endpoints",
+        "  fd00::2 w-6: left out (tier 2: another cluster): local-first tier 2: the "
+        "service's addresses are tier 1's"]
+    down = result["service"]["slices"][3]["endpoints"][1]
+    assert down["reason"] == "not ready" and not {"tier", "tierWhy"} & down.keys()
+
+
+def test_steps_ask_a_by_default() -> None:
+    cache = rich_cache()
+    assert explain.run(explain.steps(cache, q("hl"))) == explain.explain(cache, q("hl"), "A")
+
+
+def test_the_text_of_an_account_that_does_not_say_which_is_the_full_one() -> None:
+    """An older server's JSON has no "account": it only gave the full one."""
+    result = explain.explain(rich_cache(), q("vip"))
+    older = {k: v for k, v in result.items() if k != "account"}
+    assert explain.text(older) == explain.text(result)
+    assert "(resourceVersion 42)" in explain.text(older)
+
+
+def test_the_text_joins_what_there_are_several_of() -> None:
+    imp = service_import("two", NS, "ClusterSetIP", ips=["10.9.0.1", "10.9.0.2"])
+    near_ = service_import("hl", NS, "Headless", ports=[HTTP],
+                           traffic_distribution="PreferClose")
+    cache = build_cache([imp, near_, service_import("lone", NS, "Headless")], [
+        endpoint_slice("hl-1", "hl", NS, "east", ports=[HTTP], endpoints=[
+            endpoint("10.9.1.1", "10.9.1.2", hostname="pair")])])
+    two = explain.text(explain.explain(cache, q("two"))).splitlines()
+    assert two[4] == ("ServiceImport prod/two (resourceVersion ?): ClusterSetIP, "
+                      "IPs 10.9.0.1, 10.9.0.2, ports none")
+    assert two[-1] == "no EndpointSlice"
+    hl = explain.text(explain.explain(cache, q("hl"), full=False)).splitlines()
+    assert hl[4:7] == ["ServiceImport prod/hl: Headless, IPs none, ports http/tcp/80, "
+                       "local-first: zone first",
+                       "cluster east, IPv4: 1 endpoints served",
+                       "  10.9.1.1 10.9.1.2 pair: served"]
+    lone = explain.text(explain.explain(cache, q("lone"), full=False)).splitlines()
+    assert lone[-2:] == ["no endpoint served by name", DNS_ONLY]
+
+
+def test_the_text_counts_the_records_not_listed() -> None:
+    result = explain.explain(rich_cache(), q("hl"))
+    result["answer"]["recordsNotListed"] = 7
+    lines = explain.text(result).splitlines()
+    assert lines[1:5] == ["  hl.prod.svc.clusterset.local. 5 IN A 10.80.2.1",
+                          "  hl.prod.svc.clusterset.local. 5 IN A 10.80.3.1",
+                          "  hl.prod.svc.clusterset.local. 5 IN A 10.80.3.2",
+                          "  (+7 records not listed)"]
