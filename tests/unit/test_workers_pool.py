@@ -537,3 +537,65 @@ def test_an_unexpected_message_ends_the_worker_with_the_error() -> None:
 
     with pytest.raises(TypeError, match=r"^unexpected message from the parent: str$"):
         run(scenario())
+
+
+# -- a worker started: a real process, this module's child() -------------------------------------
+
+def child(fd: int) -> int:
+    """A worker that says what it was sent: the frames before update 2 (counted in
+    ``truncated``), applied 2 when the first of them was the resync of the parent's
+    snapshot, serving when StartServing was among them; it exits with the Config's TTL
+    once the parent closes its end."""
+    sock = socket.socket(fileno=fd)
+    config = workers.read_config(sock)
+    stream = sock.makefile("rb")
+    frames: list[object] = []
+    while True:
+        size = struct.unpack("!I", stream.read(4))[0]
+        frame = pickle.loads(stream.read(size))
+        if frame == workers.Update(2, [SetSynced(False)]):
+            break
+        frames.append(frame)
+    stats = Stats()
+    stats.truncated = len(frames)
+    resynced = frames[:1] == [workers.Update(1, [SetSynced(True)])]
+    sock.sendall(workers._frame(workers.Report(stats, 2 if resynced else -1,
+                                               workers.StartServing() in frames)))
+    while sock.recv(1):
+        pass
+    return config.ttl
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("serving", [False, True])
+def test_a_started_worker_gets_the_config_then_the_snapshot(serving: bool) -> None:
+    async def scenario() -> tuple[workers.Worker, float, int | None]:
+        clock = FakeClock()
+        made = workers.WorkerPool(Config(ttl=7), 1, "tests.unit.test_workers_pool:child",
+                                  lambda: [SetSynced(True)], clock=clock)
+        made.serving = serving
+        worker = made.workers[0]
+        worker.stats.truncated = 99  # a new process starts from zero
+        worker.applied, worker.serving = 5, True
+        clock.advance(3.0)
+        await made._spawn(worker)
+        assert (worker.sent, worker.applied, worker.serving, worker.stats.truncated) == (
+            1, 0, False, 0)
+        assert worker.started == worker.last_report == worker.last_progress == clock.now
+        made.send([SetSynced(False)])
+        for _ in range(600):  # the child's start and its report, in real time
+            if worker.applied:
+                break
+            await asyncio.sleep(0.05)
+        spawned_at = clock.now
+        stopping = asyncio.ensure_future(made.stop())
+        while not stopping.done():
+            await asyncio.sleep(0.01)
+            clock.jump()
+        assert worker.proc is not None
+        return worker, spawned_at, worker.proc.returncode
+
+    worker, _, code = run(scenario())
+    assert (worker.applied, worker.serving) == (2, serving)
+    assert worker.stats.truncated == (2 if serving else 1)
+    assert code == 7
