@@ -335,6 +335,12 @@ EDE_CASES = [
     ((option(10, b"\x01" * 8), option(15, b"\x00\x00after a cookie")),
      {"code": 0, "name": "Other Error", "text": "after a cookie"}),
     ((option(10, b""), option(15, b"\x00\x0e")), {"code": 14, "name": "Not Ready", "text": ""}),
+    ((option(15, b"\x00\x00why"), option(10, b"\x01" * 8)),  # the next one not read into
+     {"code": 0, "name": "Other Error", "text": "why"}),
+    ((option(10, b"\x01" * 8), option(11, b""), option(15, b"\x00\x0eat 16")),
+     {"code": 14, "name": "Not Ready", "text": "at 16"}),  # offsets add up: 0, 12, 16
+    ((option(65001, b"x" * 40_000), option(15, b"\x00\x00past a long one")),  # >= 0x8000
+     {"code": 0, "name": "Other Error", "text": "past a long one"}),
     ((option(15, b"\x00"),), None),  # too short to hold a code
     ((option(14, b"\x00\x00xyz"),), None),  # another option
     ((b"",), None),  # no option at all
