@@ -325,6 +325,11 @@ def test_the_rcode_is_read_with_the_opt_bits(rcode: int, extended: int, text: st
     assert result["rcode"] == text
 
 
+def test_without_an_opt_record_the_rcode_is_the_header_s() -> None:
+    result, _ = answered(response(3))
+    assert (result["rcode"], result["ede"]) == ("NXDOMAIN", None)
+
+
 EDE_CASES = [
     ((option(15, b"\x00\x00no ready endpoint"),),
      {"code": 0, "name": "Other Error", "text": "no ready endpoint"}),
@@ -382,6 +387,8 @@ def test_records_listed_stop_at_max_records(sections: tuple[int, int, int],
     # a record printed costs RECORD_COST + 1, an OPT record walked past 1: a step ends
     # when the work reaches WORK_STEP (512 = 30 * 17 + 2), not before, not after
     (30, 1, 0), (30, 2, 1), (31, 0, 1),
+    (61, 1, 1),  # a step at the 31st record; then 30 * 17 + 1 = 511, short of the next
+    (61, 2, 2),
 ])
 def test_the_answer_gives_the_loop_back_at_work_step(listed: int, opts: int,
                                                      steps: int) -> None:
