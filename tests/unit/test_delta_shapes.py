@@ -1,0 +1,119 @@
+"""Differences (delta.py) of services past what test_delta's drawn services reach: SRV
+answers with glue whose targets lie past a compression pointer's reach, SRV answers
+without glue that still fit one message, answers cut in their second port, both
+address families. After every update the zone equals a full rebuild's (answers, names,
+EDE texts, every truncated form) and the service stayed on the difference path."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import replace
+
+import pytest
+
+from clusterset_dns.base.names import ZoneNames
+from clusterset_dns.zone import delta
+from clusterset_dns.zone.cache import Cache, PutSlice, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.zone.model import (
+    IP,
+    Endpoint,
+    EndpointSlice,
+    ObjectKey,
+    Port,
+    ServiceImport,
+    ServiceType,
+)
+
+from .helpers import ZONE
+from .test_delta import SERVICE, _same_zone
+
+HTTP = Port("http", "tcp", 80)
+GRPC = Port("grpc", "tcp", 9090)
+PER = 100  # endpoints a slice
+
+
+def _address(i: int, v6: bool) -> IP:
+    return ipaddress.IPv6Address(0xFD00 << 112 | i) if v6 else ipaddress.IPv4Address(0x0A000000 + i)
+
+
+def _slices(count: int, ports: tuple[Port, ...], v6_every: int) -> dict[ObjectKey, EndpointSlice]:
+    """``count`` endpoints in slices of PER, every ``v6_every``-th one IPv6 (0: none)."""
+    slices = {}
+    for s in range(count // PER):
+        endpoints = tuple(
+            Endpoint((_address(s * PER + i, bool(v6_every) and (s * PER + i) % v6_every == 0),),
+                     None)
+            for i in range(PER))
+        slices[("prod", f"web-{s}")] = EndpointSlice("prod", f"web-{s}", "web", "east",
+                                                     endpoints, ports)
+    return slices
+
+
+def _caches(slices: dict[ObjectKey, EndpointSlice], ports: tuple[Port, ...]) -> list[Cache]:
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), ports)
+    caches = []
+    for minimum in (None, 256):  # rebuilt whole; by difference
+        cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+        cache.incremental_min = minimum
+        cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices(slices), SetSynced(True)])
+        first = next(iter(slices))
+        cache.apply([PutSlice(first, slices[first])])  # after the sync: the lists kept
+        caches.append(cache)
+    return caches
+
+
+# (endpoints, ports, every n-th address IPv6): the SRV answers each shape makes
+SHAPES = {
+    # one port: SRV records and glue fit one message; targets past 0x3FFF are owned by
+    # their labels, compressed against the question's
+    "glued past a pointer's reach": (600, (HTTP,), 0),
+    "glued, both families": (500, (HTTP,), 3),
+    # the records fit, their glue does not: no glue, not truncated
+    "whole without glue": (900, (HTTP,), 0),
+    # the first port's records fit, the second's are cut where the message is full
+    "cut in the second port": (700, (HTTP, GRPC), 0),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
+    count, ports, v6_every = SHAPES[shape]
+    slices = _slices(count, ports, v6_every)
+    whole, diff = _caches(slices, ports)
+    last = ("prod", f"web-{count // PER - 1}")
+    first = ("prod", "web-0")
+    middle = ("prod", f"web-{count // PER // 2}")
+    steps = [
+        # the first endpoint not ready, then ready again
+        (first, replace(slices[first], endpoints=slices[first].endpoints[1:],
+                        not_ready=slices[first].endpoints[:1])),
+        (first, slices[first]),
+        # an endpoint of the middle with a new address (a new name, sorted elsewhere)
+        (middle, replace(slices[middle], endpoints=(
+            *slices[middle].endpoints[:50], Endpoint((_address(50_000, False),), None),
+            *slices[middle].endpoints[51:]))),
+        # the last endpoint gone; one with a hostname, sorted before every address's name
+        (last, replace(slices[last], endpoints=slices[last].endpoints[:-1])),
+        (last, replace(slices[last], endpoints=(
+            *slices[last].endpoints[:-1], Endpoint((_address(60_000, False),), "a-host")))),
+    ]
+    for key, piece in steps:
+        for cache in (whole, diff):
+            cache.apply([PutSlice(key, piece)])
+        assert SERVICE in diff._headless, "rebuilt whole: not the difference's path"
+        _same_zone(whole, diff)
+
+
+def test_the_glue_past_a_pointers_reach_is_owned_by_compressed_labels() -> None:
+    """The name after the first label of a target, as the Encoder writes it after the
+    question _http._tcp.web.prod.svc.clusterset.local: its labels up to the suffix it
+    shares with the question, then a pointer to that suffix."""
+    owner = (b"_http", b"_tcp", b"web", b"prod", b"svc", b"clusterset", b"local")
+    tails = delta._Tails(owner)
+    east = b"\x04east\x03web\x04prod\x03svc\x0aclusterset\x05local\x00"
+    # web.prod... starts at 12 + 6 + 5 = 23 (0x17) in the message
+    assert tails[east] == b"\x04east\xc0\x17"
+    other = b"\x04west\x05other\x04prod\x03svc\x0aclusterset\x05local\x00"
+    assert tails[other] == b"\x04west\x05other\xc0\x1b"  # prod... at 27
+    assert tails[b"\x03net\x00"] == b"\x03net\x00"  # nothing shared
+    assert list(tails) == [east, other, b"\x03net\x00"]  # each worked out once
