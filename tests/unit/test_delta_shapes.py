@@ -102,6 +102,15 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
             cache.apply([PutSlice(key, piece)])
         assert SERVICE in diff._headless, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
+    # an endpoint with two addresses is not of the shape: the service is rebuilt whole,
+    # every answer of the lists replaced (delta.all_keys), then kept as lists again
+    two = Endpoint((_address(70_000, False), _address(70_001, True)), None)
+    for piece in (replace(slices[middle], endpoints=(two, *slices[middle].endpoints[1:])),
+                  slices[middle]):
+        for cache in (whole, diff):
+            cache.apply([PutSlice(middle, piece)])
+        _same_zone(whole, diff)
+    assert SERVICE in diff._headless
 
 
 def test_the_glue_past_a_pointers_reach_is_owned_by_compressed_labels() -> None:
