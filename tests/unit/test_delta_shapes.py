@@ -104,11 +104,14 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
             cache.apply([PutSlice(key, piece)])
         assert SERVICE in diff._headless, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
-    # an endpoint with two addresses is not of the shape: the service is rebuilt whole,
-    # every answer of the lists replaced (delta.all_keys), then kept as lists again
+    # an endpoint with two addresses, or a slice whose every endpoint has two (no count
+    # of one among them), is not of the shape: the service is rebuilt whole, every
+    # answer of the lists replaced (delta.all_keys), then kept as lists again
     two = Endpoint((_address(70_000, False), _address(70_001, True)), None)
+    both = tuple(Endpoint((_address(80_000 + i, False), _address(80_000 + i, True)), None)
+                 for i in range(PER))
     for piece in (replace(slices[middle], endpoints=(two, *slices[middle].endpoints[1:])),
-                  slices[middle]):
+                  slices[middle], replace(slices[middle], endpoints=both), slices[middle]):
         for cache in (whole, diff):
             cache.apply([PutSlice(middle, piece)])
         _same_zone(whole, diff)
