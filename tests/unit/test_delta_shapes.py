@@ -13,13 +13,22 @@ import pytest
 
 from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.zone import delta
-from clusterset_dns.zone.cache import Cache, PutSlice, ReplaceImports, ReplaceSlices, SetSynced
+from clusterset_dns.zone.cache import (
+    Cache,
+    PutImport,
+    PutSlice,
+    ReplaceImports,
+    ReplaceSlices,
+    SetClusterId,
+    SetSynced,
+)
 from clusterset_dns.zone.model import (
     IP,
     Endpoint,
     EndpointSlice,
     ObjectKey,
     Port,
+    Prefer,
     ServiceImport,
     ServiceType,
 )
@@ -56,8 +65,10 @@ def _caches(slices: dict[ObjectKey, EndpointSlice], ports: tuple[Port, ...]) -> 
         cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
         cache.incremental_min = minimum
         cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices(slices), SetSynced(True)])
+        # a change after the sync: rebuilt whole, and the lists kept from then on
         first = next(iter(slices))
-        cache.apply([PutSlice(first, slices[first])])  # after the sync: the lists kept
+        down = Endpoint((_address(90_000, False),), None)
+        cache.apply([PutSlice(first, replace(slices[first], not_ready=(down,)))])
         caches.append(cache)
     return caches
 
@@ -99,10 +110,12 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         (last, replace(slices[last], endpoints=(
             *slices[last].endpoints[:-1], Endpoint((_address(60_000, False),), "a-host")))),
     ]
+    lists = diff._headless[SERVICE]
     for key, piece in steps:
         for cache in (whole, diff):
             cache.apply([PutSlice(key, piece)])
-        assert SERVICE in diff._headless, "rebuilt whole: not the difference's path"
+        # the same lists, changed in place: a rebuild would have made new ones
+        assert diff._headless[SERVICE] is lists, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
     # an endpoint with two addresses, or a slice whose every endpoint has two (no count
     # of one among them), is not of the shape: the service is rebuilt whole, every
@@ -131,3 +144,24 @@ def test_the_glue_past_a_pointers_reach_is_owned_by_compressed_labels() -> None:
     assert tails[other] == b"\x04west\x05other\xc0\x1b"  # prod... at 27
     assert tails[b"\x03net\x00"] == b"\x03net\x00"  # nothing shared
     assert list(tails) == [east, other, b"\x03net\x00"]  # each worked out once
+
+
+def test_only_a_headless_service_with_slices_and_one_tier_is_kept_as_lists() -> None:
+    """A Headless import with no slice yet, or ranking its endpoints (a preference and
+    the local cluster known), is rebuilt whole on every change: delta.start keeps no
+    lists for it. The same service without the preference is kept."""
+    slices = _slices(300, (HTTP,), 0)
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), (HTTP,))
+    cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+    cache.incremental_min = 256
+    cache.apply([ReplaceImports({}), ReplaceSlices({}), SetSynced(True), SetClusterId("east")])
+    cache.apply([PutImport(SERVICE, imp)])  # no slice
+    assert SERVICE not in cache._headless
+    cache.apply([PutSlice(key, piece) for key, piece in slices.items()])
+    assert SERVICE in cache._headless
+    cache.apply([PutImport(SERVICE, replace(imp, prefer=Prefer.ZONE))])
+    assert SERVICE not in cache._headless
+    cache.apply([PutSlice(("prod", "web-0"), slices[("prod", "web-0")])])
+    assert SERVICE not in cache._headless
+    cache.apply([PutImport(SERVICE, imp)])
+    assert SERVICE in cache._headless
