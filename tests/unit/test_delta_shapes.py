@@ -165,3 +165,67 @@ def test_only_a_headless_service_with_slices_and_one_tier_is_kept_as_lists() -> 
     assert SERVICE not in cache._headless
     cache.apply([PutImport(SERVICE, imp)])
     assert SERVICE in cache._headless
+
+
+def _kept(count: int, minimum: int) -> bool:
+    """Whether a service of ``count`` endpoint names is kept as lists (delta.start)."""
+    slices = {("prod", "web-0"): EndpointSlice(
+        "prod", "web-0", "web", "east", tuple(Endpoint((_address(i, False),), None)
+                                               for i in range(count)), (HTTP,))}
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), (HTTP,))
+    cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+    cache.incremental_min = minimum
+    cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices({}), SetSynced(True)])
+    cache.apply([PutSlice(key, piece) for key, piece in slices.items()])
+    return SERVICE in cache._headless
+
+
+@pytest.mark.parametrize(("count", "minimum", "kept"), [
+    (256, 256, True), (255, 256, False),  # the minimum the cache asks
+    (17, 1, True), (16, 1, False),  # past _FEW addresses whatever the minimum
+    (18, 18, True), (17, 18, False),
+])
+def test_lists_are_kept_from_the_minimum_on(count: int, minimum: int, kept: bool) -> None:
+    assert _kept(count, minimum) is kept
+
+
+@pytest.mark.parametrize(("minimum", "floor"), [(1, 17), (20, 20)])
+def test_a_difference_down_to_the_minimum_and_not_below(minimum: int, floor: int) -> None:
+    """Endpoints leaving one by one: by difference while ``floor`` (the larger of the
+    minimum and _FEW + 1) names are left, then rebuilt whole and no lists kept."""
+    endpoints = tuple(Endpoint((_address(i, False),), None) for i in range(floor + 1))
+    piece = EndpointSlice("prod", "web-0", "web", "east", endpoints, (HTTP,))
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), (HTTP,))
+    caches = []
+    for incremental in (None, minimum):
+        cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+        cache.incremental_min = incremental
+        cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices({}), SetSynced(True)])
+        cache.apply([PutSlice(("prod", "web-0"), piece)])
+        caches.append(cache)
+    whole, diff = caches
+    lists = diff._headless[SERVICE]
+    for left, by_difference in ((floor, True), (floor - 1, False)):
+        for cache in (whole, diff):
+            cache.apply([PutSlice(("prod", "web-0"), replace(piece, endpoints=endpoints[:left]))])
+        _same_zone(whole, diff)
+        assert (diff._headless.get(SERVICE) is lists) is by_difference
+    assert SERVICE not in diff._headless
+
+
+def test_a_cluster_whose_last_endpoint_leaves_or_first_comes_is_rebuilt_whole() -> None:
+    """A cluster's name comes and goes with its endpoints: the first endpoint of a new
+    cluster and the last of one leaving are not differences."""
+    slices = _slices(300, (HTTP,), 0)
+    west = ("prod", "web-west")
+    lone = EndpointSlice("prod", "web-west", "web", "west",
+                         (Endpoint((_address(7_000, False),), None),), (HTTP,))
+    pair = replace(lone, endpoints=(*lone.endpoints, Endpoint((_address(7_001, False),), None)))
+    whole, diff = _caches(slices, (HTTP,))
+    for piece, by_difference in ((lone, False), (pair, True), (lone, True),
+                                 (replace(lone, endpoints=()), False), (lone, False)):
+        lists = diff._headless[SERVICE]
+        for cache in (whole, diff):
+            cache.apply([PutSlice(west, piece)])
+        _same_zone(whole, diff)
+        assert (diff._headless[SERVICE] is lists) is by_difference
