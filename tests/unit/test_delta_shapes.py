@@ -101,6 +101,8 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         (first, replace(slices[first], endpoints=slices[first].endpoints[1:],
                         not_ready=slices[first].endpoints[:1])),
         (first, slices[first]),
+        # a not-ready endpoint whose name a ready one of another slice has: no EDE text
+        (middle, replace(slices[middle], not_ready=slices[first].endpoints[:1])),
         # an endpoint of the middle with a new address (a new name, sorted elsewhere)
         (middle, replace(slices[middle], endpoints=(
             *slices[middle].endpoints[:50], Endpoint((_address(50_000, False),), None),
