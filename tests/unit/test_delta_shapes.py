@@ -111,6 +111,9 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         (last, replace(slices[last], endpoints=slices[last].endpoints[:-1])),
         (last, replace(slices[last], endpoints=(
             *slices[last].endpoints[:-1], Endpoint((_address(60_000, False),), "a-host")))),
+        # a slice deleted, then back
+        (middle, None),
+        (middle, slices[middle]),
     ]
     lists = diff._headless[SERVICE]
     for key, piece in steps:
@@ -119,14 +122,16 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         # the same lists, changed in place: a rebuild would have made new ones
         assert diff._headless[SERVICE] is lists, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
-    # an endpoint with two addresses, or a slice whose every endpoint has two (no count
-    # of one among them), is not of the shape: the service is rebuilt whole, every
+    # an endpoint with two addresses, a slice whose every endpoint has two (no count of
+    # one among them), or one with other ports, is not of the shape: the service is rebuilt whole, every
     # answer of the lists replaced (delta.all_keys), then kept as lists again
     two = Endpoint((_address(70_000, False), _address(70_001, True)), None)
     both = tuple(Endpoint((_address(80_000 + i, False), _address(80_000 + i, True)), None)
                  for i in range(PER))
     for piece in (replace(slices[middle], endpoints=(two, *slices[middle].endpoints[1:])),
-                  slices[middle], replace(slices[middle], endpoints=both), slices[middle]):
+                  slices[middle], replace(slices[middle], endpoints=both), slices[middle],
+                  # ports unlike the other slices'
+                  replace(slices[middle], ports=(Port("other", "tcp", 81),)), slices[middle]):
         for cache in (whole, diff):
             cache.apply([PutSlice(middle, piece)])
         _same_zone(whole, diff)
