@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from clusterset_dns.base.names import ZoneNames
+from clusterset_dns.base.names import ZoneNames, to_wire
 from clusterset_dns.zone import delta
 from clusterset_dns.zone.cache import (
     Cache,
@@ -39,6 +39,7 @@ from .test_delta import SERVICE, _same_zone
 HTTP = Port("http", "tcp", 80)
 GRPC = Port("grpc", "tcp", 9090)
 PER = 100  # endpoints a slice
+SVC = (b"web", b"prod", b"svc", b"clusterset", b"local")
 
 
 def _address(i: int, v6: bool) -> IP:
@@ -123,8 +124,9 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         assert diff._headless[SERVICE] is lists, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
     # an endpoint with two addresses, a slice whose every endpoint has two (no count of
-    # one among them), or one with other ports, is not of the shape: the service is rebuilt whole, every
-    # answer of the lists replaced (delta.all_keys), then kept as lists again
+    # one among them), or one with other ports, is not of the shape: the service is
+    # rebuilt whole, every answer of the lists replaced (delta.all_keys), then kept as
+    # lists again
     two = Endpoint((_address(70_000, False), _address(70_001, True)), None)
     both = tuple(Endpoint((_address(80_000 + i, False), _address(80_000 + i, True)), None)
                  for i in range(PER))
@@ -236,3 +238,30 @@ def test_a_cluster_whose_last_endpoint_leaves_or_first_comes_is_rebuilt_whole() 
             cache.apply([PutSlice(west, piece)])
         _same_zone(whole, diff)
         assert (diff._headless[SERVICE] is lists) is by_difference
+
+
+def test_an_unchanged_slice_among_those_touched_stops_nothing() -> None:
+    """delta.update passes over a touched slice that is the one it knows (``touched``
+    in this order: the unchanged one first) and still applies the next one's change."""
+    slices = _slices(300, (HTTP,), 0)
+    _, diff = _caches(slices, (HTTP,))
+    state = diff._headless[SERVICE]
+    same, changed = ("prod", "web-0"), ("prod", "web-1")
+    now = dict(state.slices)
+    now[changed] = replace(slices[changed], endpoints=slices[changed].endpoints[1:])
+    found = delta.update(diff.builder, state, state.imp, now, [same, changed], diff.zone.answers)
+    assert found is not None
+    gone = to_wire((b"10-0-0-100", b"east", *SVC)) + b"\x00\x01\x00\x01"  # its A answer
+    assert found.answers[gone] is None
+
+
+def test_a_changed_import_is_rebuilt_whole() -> None:
+    """Another ServiceImport (its ports here; no tiers): not a difference."""
+    slices = _slices(300, (HTTP,), 0)
+    whole, diff = _caches(slices, (HTTP,))
+    lists = diff._headless[SERVICE]
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), (HTTP, GRPC))
+    for cache in (whole, diff):
+        cache.apply([PutImport(SERVICE, imp)])
+    _same_zone(whole, diff)
+    assert diff._headless[SERVICE] is not lists
