@@ -265,3 +265,18 @@ def test_a_changed_import_is_rebuilt_whole() -> None:
         cache.apply([PutImport(SERVICE, imp)])
     _same_zone(whole, diff)
     assert diff._headless[SERVICE] is not lists
+
+
+def test_a_slice_put_and_deleted_in_one_update_changes_nothing() -> None:
+    """A slice the lists never knew, touched but gone by the end of the update: no
+    change, no error, still by difference."""
+    slices = _slices(300, (HTTP,), 0)
+    whole, diff = _caches(slices, (HTTP,))
+    lists = diff._headless[SERVICE]
+    key = ("prod", "web-new")
+    piece = EndpointSlice("prod", "web-new", "web", "east",
+                          (Endpoint((_address(9_000, False),), None),), (HTTP,))
+    for cache in (whole, diff):
+        cache.apply([PutSlice(key, piece), PutSlice(key, None)])
+    _same_zone(whole, diff)
+    assert diff._headless[SERVICE] is lists
