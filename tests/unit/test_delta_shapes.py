@@ -59,11 +59,14 @@ def _slices(count: int, ports: tuple[Port, ...], v6_every: int) -> dict[ObjectKe
     return slices
 
 
-def _caches(slices: dict[ObjectKey, EndpointSlice], ports: tuple[Port, ...]) -> list[Cache]:
+def _caches(slices: dict[ObjectKey, EndpointSlice], ports: tuple[Port, ...],
+            lazy: bool = True) -> list[Cache]:
+    """Two caches holding ``slices``: one rebuilding the service whole (``lazy``: its
+    endpoint names encoded on first use, Zone.hosts), one by difference."""
     imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), ports)
     caches = []
     for minimum in (None, 256):  # rebuilt whole; by difference
-        cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+        cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0, lazy=lazy)
         cache.incremental_min = minimum
         cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices(slices), SetSynced(True)])
         # a change after the sync: rebuilt whole, and the lists kept from then on
@@ -280,3 +283,62 @@ def test_a_slice_put_and_deleted_in_one_update_changes_nothing() -> None:
         cache.apply([PutSlice(key, piece), PutSlice(key, None)])
     _same_zone(whole, diff)
     assert diff._headless[SERVICE] is lists
+
+
+def _sequence(slices: dict[ObjectKey, EndpointSlice],
+              steps: list[tuple[ObjectKey, EndpointSlice | None, bool]],
+              lazy: bool = True) -> None:
+    """Each step's slice put in both caches: the same zone after each, made by
+    difference (the same lists) or not as the step says."""
+    whole, diff = _caches(slices, (HTTP,), lazy)
+    for key, piece, by_difference in steps:
+        lists = diff._headless.get(SERVICE)
+        for cache in (whole, diff):
+            cache.apply([PutSlice(key, piece)])
+        _same_zone(whole, diff)
+        assert (lists is not None and diff._headless.get(SERVICE) is lists) is by_difference
+
+
+def test_a_name_or_an_address_twice_is_rebuilt_whole() -> None:
+    slices = _slices(300, (HTTP,), 0)
+    key = ("prod", "web-2")
+    piece = slices[key]
+    named = Endpoint((_address(8_000, False),), "10-0-0-1")  # web-0's second endpoint's name
+    again = Endpoint((_address(1, False),), "other")  # and its address
+    _sequence(slices, [(key, replace(piece, endpoints=(*piece.endpoints, named)), False),
+                       (key, piece, False),  # no lists kept with a name twice
+                       (key, replace(piece, endpoints=(*piece.endpoints, again)), False),
+                       (key, piece, False),
+                       # a name or an address of an endpoint leaving in the same update
+                       (key, replace(piece, endpoints=piece.endpoints[1:]), True),
+                       (key, replace(piece, endpoints=(*piece.endpoints[1:], Endpoint(
+                           (_address(200, False),), "moved"))), True)])
+
+
+def test_a_family_whose_last_address_leaves_or_first_comes_is_rebuilt_whole() -> None:
+    slices = _slices(300, (HTTP,), 0)
+    key = ("prod", "web-1")
+    piece = slices[key]
+    v6 = Endpoint((_address(5, True),), None)
+    one, two = (replace(piece, endpoints=(*piece.endpoints, *extra))
+                for extra in ((v6,), (v6, Endpoint((_address(6, True),), None))))
+    _sequence(slices, [(key, one, False), (key, two, True), (key, one, True),
+                       (key, piece, False)])
+
+
+def test_an_endpoint_named_as_a_cluster_is_rebuilt_whole() -> None:
+    """Clusters eu and west.eu: an endpoint west of eu has the cluster west.eu's name.
+    Compared with a rebuild that encodes every endpoint name at once (lazy=False), as
+    the cache does for a service past incremental_min: Zone.names differs between the
+    two ways for such a name (listed when encoded on first use), not the answers."""
+    slices = _slices(300, (HTTP,), 0)
+    for cluster, base in (("eu", 3_000), ("west.eu", 4_000)):
+        key = ("prod", f"web-{cluster}")
+        slices[key] = EndpointSlice("prod", key[1], "web", cluster, tuple(
+            Endpoint((_address(base + i, False),), None) for i in range(2)), (HTTP,))
+    key = ("prod", "web-eu")
+    piece = slices[key]
+    west = Endpoint((_address(5_000, False),), "west")
+    _sequence(slices, [(key, replace(piece, endpoints=piece.endpoints[1:]), True),
+                       (key, replace(piece, endpoints=(*piece.endpoints, west)), False)],
+              lazy=False)
