@@ -84,7 +84,7 @@ SHAPES = {
     "glued past a pointer's reach": (600, (HTTP,), 0),
     "glued, both families": (500, (HTTP,), 3),
     # two ports, glued: the first port's records are where the glue points
-    "glued, two ports": (300, (HTTP, GRPC), 0),
+    "glued, two ports": (400, (HTTP, GRPC), 0),
     # the records fit, their glue does not: no glue, not truncated
     "whole without glue": (900, (HTTP,), 0),
     # the first port's records fit, the second's are cut where the message is full
