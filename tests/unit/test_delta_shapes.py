@@ -342,3 +342,31 @@ def test_an_endpoint_named_as_a_cluster_is_rebuilt_whole() -> None:
     _sequence(slices, [(key, replace(piece, endpoints=piece.endpoints[1:]), True),
                        (key, replace(piece, endpoints=(*piece.endpoints, west)), False)],
               lazy=False)
+
+
+@pytest.mark.parametrize(("longer", "kept"), [(22, 1007), (23, 1006)])
+def test_a_cut_srv_answer_keeps_the_record_that_fits_to_the_byte(longer: int, kept: int) -> None:
+    """One unnamed port: only web's SRV answer, cut where one TCP message is full
+    (65,535 less the header, the question and the OPT: 65,477 bytes of records). Each
+    record is 55 bytes and its hostname's: ``longer`` hostnames of 11 characters sort
+    first, then ones of 10: with 22, 1,007 records take 65,477 bytes exactly and all
+    are kept; with 23, the 1,007th ends a byte past and is left out."""
+    port = Port("", "tcp", 80)
+    hosts = [f"a{i:010d}" for i in range(longer)] + \
+        [f"b{i:09d}" for i in range(1_100 - longer)]
+    endpoints = [Endpoint((_address(i, False),), host) for i, host in enumerate(hosts)]
+    first = Endpoint((_address(5_000, False),), "0")  # sorts first; leaves in the update
+    slices = {("prod", f"web-{s}"): EndpointSlice(
+        "prod", f"web-{s}", "web", "east",
+        tuple(endpoints[s * PER:(s + 1) * PER]) + ((first,) if s == 0 else ()), (port,))
+        for s in range(11)}
+    whole, diff = _caches(slices, (port,))
+    lists = diff._headless[SERVICE]
+    key = ("prod", "web-0")
+    for cache in (whole, diff):
+        cache.apply([PutSlice(key, replace(slices[key], endpoints=slices[key].endpoints[:-1],
+                                           not_ready=(first,)))])
+    assert diff._headless[SERVICE] is lists
+    _same_zone(whole, diff)
+    answer = diff.zone.answers[to_wire(SVC) + b"\x00\x21\x00\x01"]
+    assert int.from_bytes(answer.heads[0][4:6]) == kept  # ANCOUNT (a head has no ID)
