@@ -217,9 +217,12 @@ def test_a_difference_down_to_the_minimum_and_not_below(minimum: int, floor: int
         caches.append(cache)
     whole, diff = caches
     lists = diff._headless[SERVICE]
-    for left, by_difference in ((floor, True), (floor - 1, False)):
+    newer = Endpoint((_address(9_999, False),), None)
+    # the second update: two leave and one comes, floor - 1 left
+    for now, by_difference in ((endpoints[:floor], True),
+                               ((*endpoints[:floor - 2], newer), False)):
         for cache in (whole, diff):
-            cache.apply([PutSlice(("prod", "web-0"), replace(piece, endpoints=endpoints[:left]))])
+            cache.apply([PutSlice(("prod", "web-0"), replace(piece, endpoints=now))])
         _same_zone(whole, diff)
         assert (diff._headless.get(SERVICE) is lists) is by_difference
     assert SERVICE not in diff._headless
@@ -227,15 +230,17 @@ def test_a_difference_down_to_the_minimum_and_not_below(minimum: int, floor: int
 
 def test_a_cluster_whose_last_endpoint_leaves_or_first_comes_is_rebuilt_whole() -> None:
     """A cluster's name comes and goes with its endpoints: the first endpoint of a new
-    cluster and the last of one leaving are not differences."""
+    cluster and the last of one leaving (one by one or two at once) are not
+    differences."""
     slices = _slices(300, (HTTP,), 0)
     west = ("prod", "web-west")
     lone = EndpointSlice("prod", "web-west", "web", "west",
                          (Endpoint((_address(7_000, False),), None),), (HTTP,))
     pair = replace(lone, endpoints=(*lone.endpoints, Endpoint((_address(7_001, False),), None)))
     whole, diff = _caches(slices, (HTTP,))
-    for piece, by_difference in ((lone, False), (pair, True), (lone, True),
-                                 (replace(lone, endpoints=()), False), (lone, False)):
+    none = replace(lone, endpoints=())
+    for piece, by_difference in ((lone, False), (pair, True), (none, False), (lone, False),
+                                 (pair, True), (lone, True), (none, False), (lone, False)):
         lists = diff._headless[SERVICE]
         for cache in (whole, diff):
             cache.apply([PutSlice(west, piece)])
