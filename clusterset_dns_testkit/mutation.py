@@ -298,6 +298,22 @@ def collect(paths: Sequence[str], only: Sequence[str] = (),
     return results
 
 
+def to_run(paths: Sequence[str], only: Sequence[str]) -> list[str] | None:
+    """The mutants of ``paths`` that ``only`` (patterns) names and that have no verdict
+    cached (mutmut runs a mutant named to it again even when it has one); None: pass the
+    patterns as they are (none given, or a file's verdicts are not known yet)."""
+    if not only:
+        return None
+    found: list[str] = []
+    for path in paths:
+        codes = exit_codes(path)
+        if not codes:
+            return None
+        found += sorted(name for name, code in codes.items()
+                        if code is None and selected(name, only))
+    return found
+
+
 # -- the recorded results and the table ------------------------------------------------------
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -489,7 +505,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if mutated and (restats or not (WORK / "mutants" / "mutmut-stats.json").exists()):
         print(f"  first, mutmut runs the {len(tests)} test file(s) once to map functions to "
               "tests (a widely imported file: narrow them with --tests)")
-    finished = not mutated or run_mutmut(args.budget, args.jobs, WORK / "run.log", args.mutants)
+    names = to_run(mutated, args.mutants)
+    if mutated and names == []:
+        print("  every mutant it names has a verdict still holding: none is run")
+    finished = not mutated or names == [] or run_mutmut(
+        args.budget, args.jobs, WORK / "run.log", args.mutants if names is None else names)
     # a run by function adds up with the file's earlier ones (same tests) when recorded
     recorded = load_json(RESULTS) if args.report else {}
     only = {p: combined(recorded.get(p), args.mutants, tests) for p in mutated}

@@ -444,3 +444,26 @@ def test_a_run_no_test_reaches_is_judged_untested(tmp_path: Path,
     assert not mutation.untested_run(log) and not mutation.untested_run(tmp_path / "none")
     [result] = mutation.collect([path], untested=mutation.untested_run(log))
     assert (result.not_run, result.survivors) == (1, [])
+
+
+def test_mutants_named_by_pattern_are_run_only_without_a_cached_verdict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mutmut runs every mutant named to it again: scripts/mutate names only those the
+    patterns select that have no verdict (None: unknown yet, or reset by mutcache)."""
+    path = "clusterset_dns/zone/a.py"
+    meta = tmp_path / "mutants" / f"{path}.meta"
+    monkeypatch.setattr(mutation, "WORK", tmp_path)
+    f, g = "clusterset_dns.zone.a.x_f*", "clusterset_dns.zone.a.x_g*"
+    assert mutation.to_run([path], []) is None  # the whole file: mutmut skips the cached
+    assert mutation.to_run([path], [f]) is None  # nothing known: the patterns as given
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"exit_code_by_key": {
+        "clusterset_dns.zone.a.x_f__mutmut_1": 1, "clusterset_dns.zone.a.x_f__mutmut_2": None,
+        "clusterset_dns.zone.a.x_g__mutmut_1": None, "clusterset_dns.zone.a.x_g__mutmut_2": 0}}))
+    assert mutation.to_run([path], [f]) == ["clusterset_dns.zone.a.x_f__mutmut_2"]
+    assert mutation.to_run([path], [f, g]) == ["clusterset_dns.zone.a.x_f__mutmut_2",
+                                               "clusterset_dns.zone.a.x_g__mutmut_1"]
+    meta.write_text(json.dumps({"exit_code_by_key": {
+        "clusterset_dns.zone.a.x_f__mutmut_1": 1, "clusterset_dns.zone.a.x_f__mutmut_2": 0,
+        "clusterset_dns.zone.a.x_g__mutmut_1": None}}))
+    assert mutation.to_run([path], [f]) == []  # all judged: mutmut is not run
