@@ -314,6 +314,11 @@ def test_a_name_or_an_address_twice_is_rebuilt_whole() -> None:
                        (key, piece, False),  # no lists kept with a name twice
                        (key, replace(piece, endpoints=(*piece.endpoints, again)), False),
                        (key, piece, False),
+                       # two new endpoints of one new address
+                       (key, replace(piece, endpoints=(*piece.endpoints, Endpoint(
+                           (_address(8_001, False),), "p"), Endpoint(
+                           (_address(8_001, False),), "q"))), False),
+                       (key, piece, False),
                        # a name or an address of an endpoint leaving in the same update
                        (key, replace(piece, endpoints=piece.endpoints[1:]), True),
                        (key, replace(piece, endpoints=(*piece.endpoints[1:], Endpoint(
