@@ -292,9 +292,9 @@ def test_a_slice_put_and_deleted_in_one_update_changes_nothing() -> None:
 
 def _sequence(slices: dict[ObjectKey, EndpointSlice],
               steps: list[tuple[ObjectKey, EndpointSlice | None, bool]],
-              lazy: bool = True) -> None:
+              lazy: bool = True) -> Cache:
     """Each step's slice put in both caches: the same zone after each, made by
-    difference (the same lists) or not as the step says."""
+    difference (the same lists) or not as the step says. The cache by difference."""
     whole, diff = _caches(slices, (HTTP,), lazy)
     for key, piece, by_difference in steps:
         lists = diff._headless.get(SERVICE)
@@ -302,6 +302,7 @@ def _sequence(slices: dict[ObjectKey, EndpointSlice],
             cache.apply([PutSlice(key, piece)])
         _same_zone(whole, diff)
         assert (lists is not None and diff._headless.get(SERVICE) is lists) is by_difference
+    return diff
 
 
 def test_a_name_or_an_address_twice_is_rebuilt_whole() -> None:
@@ -349,9 +350,10 @@ def test_an_endpoint_named_as_a_cluster_is_rebuilt_whole() -> None:
     key = ("prod", "web-eu")
     piece = slices[key]
     west = Endpoint((_address(5_000, False),), "west")
-    _sequence(slices, [(key, replace(piece, endpoints=piece.endpoints[1:]), True),
-                       (key, replace(piece, endpoints=(*piece.endpoints, west)), False)],
-              lazy=False)
+    diff = _sequence(slices, [(key, replace(piece, endpoints=piece.endpoints[1:]), True),
+                              (key, replace(piece, endpoints=(*piece.endpoints, west)), False)],
+                     lazy=False)
+    assert SERVICE not in diff._headless  # delta.start keeps no lists for it
 
 
 @pytest.mark.parametrize(("longer", "kept"), [(22, 1007), (23, 1006)])
