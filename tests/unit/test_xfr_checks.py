@@ -215,3 +215,20 @@ def test_a_rejected_signature_is_logged_with_the_transfer_and_its_sender(
         run(t, raw_tsig(query, "xfr-key", algorithm, mac), "127.0.0.7")
     assert [r.getMessage() for r in caplog.records] == [
         f"{kind} from 127.0.0.7 rejected: {logged}"]
+
+
+def test_a_signed_transfer_of_several_messages_verifies_as_one_chain() -> None:
+    """RFC 8945 5.3.1: each message after the first is signed over the previous MAC;
+    dnspython checks the chain message by message."""
+    cache, journal = big_cache()
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY, xfr.Counts({}))
+    query = dns.message.make_query(ZONE, "AXFR")
+    messages = run(t, signed(query))
+    assert len(messages) > 1
+    context = None
+    for message in messages:
+        read = dns.message.from_wire(message, keyring=KEYRING, request_mac=query.mac,
+                                     xfr=True, tsig_ctx=context, multi=True,
+                                     one_rr_per_rrset=True)
+        assert read.had_tsig
+        context = read.tsig_ctx
