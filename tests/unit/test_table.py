@@ -9,7 +9,8 @@ from typing import cast
 
 import pytest
 
-from clusterset_dns.zone import table, truncate, wire
+from clusterset_dns.zone import firstuse, table, truncate, wire
+from clusterset_dns.zone.firstuse import FirstUse
 
 HEADS = wire.heads(0, 1, 0, 2)
 ANSWER_SECTION = b"\xc0\x0c" + b"\x00\x21\x00\x01" + b"\x00\x00\x00\x05" + b"\x00\x08" + bytes(8)
@@ -52,7 +53,7 @@ def test_every_glue_owner_moves_by_the_shift(at: int) -> None:
 
 def test_a_glue_owner_not_a_pointer_or_a_pointer_past_two_bytes_is_refused() -> None:
     named = b"\x01a\x00" + _glue(0xC030, V4)[2:]  # an owner name, then the same record
-    with pytest.raises(ValueError, match="not a pointer"):
+    with pytest.raises(ValueError, match=r"^a glue owner that is not a pointer$"):
         table.shifted(_srv(_glue(0xC030, V6) + named), 1)
     with pytest.raises(OverflowError):
         table.shifted(_srv(_glue(0xFFFE, V4) + _glue(0xC030, V6)), 2)
@@ -67,6 +68,11 @@ def test_a_glue_owner_not_a_pointer_or_a_pointer_past_two_bytes_is_refused() -> 
         srv = _srv(b"".join(_glue(p, V4) for p in pointers))
         assert table.shifted(srv, shift).body == ANSWER_SECTION + b"".join(
             _glue(p, V4) for p in moved)
+    # record by record: each record's length read from its two RDLENGTH bytes
+    long = b"\xc0\x30\x00\x10\x00\x01\x00\x00\x00\x05\x01\x00" + bytes(256)
+    srv = _srv(long + _glue(0xC040, V4))
+    assert table.shifted(srv, 1).body == ANSWER_SECTION + b"\xc0\x31" + long[2:] + _glue(
+        0xC041, V4)
     empty = _srv(b"")  # an additional section with no record
     assert table.shifted(empty, 3).body == empty.body
 
@@ -252,3 +258,55 @@ def test_how_a_name_stands_in_the_zone() -> None:
         assert zone.lookup(name) == stands, name
         assert zone.exists(name) is (stands != table.MISSING)
     assert zone.count() == 2 + 1 + 1
+
+
+def test_an_address_of_neither_family_is_refused_saying_so() -> None:
+    with pytest.raises(ValueError, match=r"^an endpoint address that is neither 4 nor 16 bytes$"):
+        table.Names({A_LABEL: V4, B_LABEL: bytes(5)})
+
+
+def test_answers_encoded_from_the_index_are_plain_successes() -> None:
+    zone = table.Zone(b"\x0aclusterset\x05local\x00")
+    zone.address_heads = {4: HEADS4}
+    zone.replace_hosts((), {PARENT: table.Names({A_LABEL: V4})})
+    key = _key(A_LABEL, PARENT, V4)
+    [(made_key, made)] = table.host_answers(zone.hosts.items(), zone.address_heads)
+    cold = zone.cold(key)
+    assert cold is not None and made_key == key
+    for answer in (made, cold):
+        assert (answer.heads, answer.body, answer.rcode) == (table.ONE_ADDRESS, HEADS4 + V4, 0)
+
+
+def test_an_answer_used_again_is_the_remembered_one_from_either_half() -> None:
+    zone = table.Zone(b"\x0aclusterset\x05local\x00", first_use=FirstUse(budget=10_000))
+    zone.address_heads = {4: HEADS4}
+    zone.replace_hosts((), {PARENT: table.Names({A_LABEL: V4, B_LABEL: V4B})})
+    key, other = _key(A_LABEL, PARENT, V4), _key(B_LABEL, PARENT, V4B)
+    first = zone.first(key)
+    assert first is not None and zone.first(key) is first  # the recent half's
+    zone.first_use.budget = 2 * firstuse.cost(key, first)  # room for one: other turns it
+    assert zone.first(other) is not None and zone.first_use.order() == [key, other]
+    assert zone.first(key) is first  # taken from the older half, not encoded again
+    assert zone.first(_key(C_LABEL, PARENT, V4)) is None
+
+
+def test_a_change_moves_the_generation_by_one_and_empties_the_memories() -> None:
+    zone = table.Zone(b"\x0aclusterset\x05local\x00")
+    zone.negatives[KEY1] = _txt(b"no")
+    zone.responses.put(b"query", b"response", 0)
+    zone.cut_forms.put((KEY1, 0, 512), None)
+    zone.changed()
+    zone.changed()
+    assert zone.generation == 2
+    assert not zone.negatives and not len(zone.responses) and not len(zone.cut_forms)
+
+
+def test_a_replaced_derived_key_is_forgotten_by_the_first_use_memory() -> None:
+    zone = table.Zone(b"\x0aclusterset\x05local\x00")
+    zone.answers[BARE] = _theirs()
+    other = b"\x04_dns\x04_udp" + BARE
+    zone.replace_derived((), {PORT: BARE, other: BARE})
+    assert zone.first(PORT) is not None and zone.first(other) is not None
+    zone.replace_derived([PORT], {})
+    assert zone.derived == {other: BARE}
+    assert PORT not in zone.first_use and other in zone.first_use
