@@ -1,4 +1,4 @@
-"""What bench/instructions.py reads and computes: a prefix of a dnsperf query file,
+"""What bench/instructions.py reads and computes: the messages of a dnsperf query file,
 callgrind's and dnsperf's totals, and instructions per answer from two runs."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ TOTALS = re.compile(r"^\s*([\d,]+) .*PROGRAM TOTALS", re.M)
 COMPLETED = re.compile(r"Queries completed:\s+(\d+)")
 
 
-def first_queries(binfile: Path, count: int, out: Path) -> None:
-    """The first ``count`` messages of a dnsperf ``-B`` file (2-byte length framing)."""
-    data, at = binfile.read_bytes(), 0
-    for _ in range(count):
+def queries_in(binfile: Path) -> int:
+    """How many messages a dnsperf ``-B`` file holds (2-byte length framing)."""
+    data, at, count = binfile.read_bytes(), 0, 0
+    while at < len(data):
         if at + 2 > len(data):
-            raise ValueError(f"{binfile} holds fewer than {count} queries")
-        (size,) = struct.unpack_from("!H", data, at)
-        at += 2 + size
+            raise ValueError(f"{binfile} ends inside a length")
+        at += 2 + struct.unpack_from("!H", data, at)[0]
         if at > len(data):
-            raise ValueError(f"{binfile} ends inside query {_ + 1}")
-    out.write_bytes(data[:at])
+            raise ValueError(f"{binfile} ends inside message {count + 1}")
+        count += 1
+    return count
 
 
 def totals(annotated: str) -> int | None:
@@ -38,7 +38,7 @@ def completed(dnsperf_output: str) -> int | None:
 
 def per_answer(small: tuple[int, int], large: tuple[int, int]) -> float:
     """Instructions per answer from (instructions, answered) of a shorter and a longer
-    run: the difference cancels start-up and shutdown. NaN when the longer run
-    answered no more than the shorter."""
+    run: the difference cancels what both runs do (start-up, shutdown, first uses).
+    NaN when the longer run answered no more than the shorter."""
     (few, few_n), (many, many_n) = small, large
     return (many - few) / (many_n - few_n) if many_n > few_n else float("nan")

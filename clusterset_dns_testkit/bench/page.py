@@ -594,10 +594,10 @@ def _instructions_section(path: Path, result: Result, root: Path) -> list[str]:
     d = result["data"]
     lines = [*_facts(path, result, root), "",
              "Each checkout serving the bench/gen.py data set under valgrind's callgrind, "
-             f"the mix's first questions sent once by dnsperf at {d['rate']:,} queries/s: "
-             "instructions of the server process per answer, start-up cancelled out (two "
-             "runs of different lengths). User space only, about one datagram a batch: for "
-             "comparing revisions, on any load.", "",
+             f"dnsperf at {d['rate']:,} queries/s: the server process's instructions per "
+             "answer of the passes a second run makes over the mix's questions beyond the "
+             "first run's one (start-up and first uses cancel out). User space only, about "
+             "one datagram a batch: for comparing revisions, on any load.", "",
              "| mix | checkout | instructions per answer | vs the first checkout | lost |",
              "| --- | --- | ---: | ---: | ---: |"]
     lines += [f"| {r['mix']} | {r['checkout']} | {r['per_answer']:,.0f} | {r['ratio']:.3f} | "

@@ -1,5 +1,5 @@
 """bench/instructions.py's arithmetic and parsing (clusterset_dns_testkit/bench/callgrind.py):
-the query-file prefix to the byte, the totals as the tools print them, per answer."""
+the query file's messages to the byte, the totals as the tools print them, per answer."""
 
 from __future__ import annotations
 
@@ -15,23 +15,23 @@ def framed(*messages: bytes) -> bytes:
     return b"".join(len(m).to_bytes(2, "big") + m for m in messages)
 
 
-def test_first_queries_takes_whole_messages_only(tmp_path: Path) -> None:
-    source, out = tmp_path / "q.bin", tmp_path / "out.bin"
-    source.write_bytes(framed(b"a" * 3, b"b" * 300, b"c"))
-    callgrind.first_queries(source, 2, out)
-    assert out.read_bytes() == framed(b"a" * 3, b"b" * 300)
-    callgrind.first_queries(source, 3, out)
-    assert out.read_bytes() == source.read_bytes()
-    with pytest.raises(ValueError, match="fewer than 4"):
-        callgrind.first_queries(source, 4, out)
-
-
-def test_first_queries_refuses_a_file_cut_inside_a_message(tmp_path: Path) -> None:
+def test_queries_in_counts_whole_messages(tmp_path: Path) -> None:
     source = tmp_path / "q.bin"
-    source.write_bytes(framed(b"abc", b"defg")[:-1])
-    callgrind.first_queries(source, 1, tmp_path / "out.bin")  # the whole first one is there
-    with pytest.raises(ValueError, match="inside query 2"):
-        callgrind.first_queries(source, 2, tmp_path / "out.bin")
+    source.write_bytes(framed(b"a" * 3, b"b" * 300, b""))
+    assert callgrind.queries_in(source) == 3
+    source.write_bytes(b"")
+    assert callgrind.queries_in(source) == 0
+
+
+def test_queries_in_refuses_a_file_cut_short(tmp_path: Path) -> None:
+    source = tmp_path / "q.bin"
+    whole = framed(b"abc", b"defg")
+    source.write_bytes(whole[:-1])
+    with pytest.raises(ValueError, match="inside message 2"):
+        callgrind.queries_in(source)
+    source.write_bytes(whole + b"\x00")
+    with pytest.raises(ValueError, match="inside a length"):
+        callgrind.queries_in(source)
 
 
 def test_totals_and_completed_read_the_tools_output() -> None:
