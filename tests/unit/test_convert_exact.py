@@ -284,6 +284,10 @@ def test_a_slice_without_a_service_is_refused(labels: Any, message: str) -> None
     ({convert.TRIGGER_TIME: "2026-01-02T03:04:05.5+00:00"}, 1767323045.5),
     ({convert.TRIGGER_TIME: 1767323045}, None),
     ({convert.TRIGGER_TIME: "soon"}, None),
+    # Only as the EndpointSlice controller writes it (Go's RFC 3339: an upper-case Z).
+    ({convert.TRIGGER_TIME: "2026-01-02T03:04:05z"}, None),
+    # Only its Z is read as UTC, not a Z inside other text.
+    ({convert.TRIGGER_TIME: "2026-01-02T03:04:05XXZXX"}, None),
     ("annotations", None),
 ])
 def test_the_trigger_time(annotations: Any, found: float | None) -> None:
@@ -327,3 +331,30 @@ def test_objects_that_are_mappings_but_not_dicts_are_read_as_dicts() -> None:
     assert warnings == []
     (only,) = found.serving
     assert only.hints is not None and only.hints.zones == frozenset({"z-a"})
+
+
+def test_an_object_without_a_namespace_is_in_default() -> None:
+    assert convert.key_of({"metadata": {"name": "a"}}) == ("default", "a")
+    assert convert.key_of({"metadata": {"name": "a", "namespace": ""}}) == ("default", "a")
+
+
+def test_a_slices_bad_port_is_skipped_with_what_is_wrong() -> None:
+    found, warnings = one_slice(ports=[port(53, "UDP", "dns"), port(0)])
+    assert found.ports == (Port("dns", "udp", 53),)
+    assert warnings == ["ports[1] skipped: port 0 is not in 1..65535"]
+
+
+@pytest.mark.parametrize("obj, message", [
+    ({}, "no metadata"),
+    ({"metadata": "m"}, "no metadata"),
+    ({"metadata": {"namespace": "p"}}, "metadata.name / metadata.namespace missing or not a "
+                                       "string"),
+    ({"metadata": {"name": 7}}, "metadata.name / metadata.namespace missing or not a string"),
+    ({"metadata": {"name": ""}}, "metadata.name / metadata.namespace missing or not a string"),
+    ({"metadata": {"name": "a", "namespace": 7}}, "metadata.name / metadata.namespace missing "
+                                                  "or not a string"),
+])
+def test_an_object_without_a_name_is_refused(obj: dict[str, Any], message: str) -> None:
+    with pytest.raises(convert.InvalidObject) as refused:
+        convert.key_of(obj)
+    assert str(refused.value) == message
