@@ -17,7 +17,7 @@ from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.sources import convert, manifests, yamlsafe
 from clusterset_dns.sources.manifests import ManifestSource
 from clusterset_dns.zone.cache import Cache
-from clusterset_dns.zone.ops import ReplaceImports, SetSynced
+from clusterset_dns.zone.ops import ReplaceImports, SetClusterId, SetSynced
 from clusterset_dns_testkit.objects import (
     cluster_property,
     endpoint,
@@ -353,3 +353,26 @@ def test_a_failure_before_any_object_is_named_a_document(
 
     monkeypatch.setattr(convert, "describe", describe)
     assert failure(path) == expected
+
+
+def test_a_duplicate_is_logged_with_both_files(tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    a = write(tmp_path / "a.yaml", [WEB])
+    b = write(tmp_path / "b.yaml", [WEB])
+    c = write(tmp_path / "c.yaml", [WEB])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        source_over(tmp_path).scan()
+    # each file that sorts later takes the name over from the one before
+    assert [r.getMessage() for r in caplog.records] == [
+        f"prod/web is in {a} and {b}; using {b}", f"prod/web is in {b} and {c}; using {c}"]
+
+
+def test_files_name_the_cluster_unless_told_not_to(tmp_path: Path) -> None:
+    """By default a ClusterProperty in the files sets the cluster id (--cluster-id, which
+    wins, turns that off)."""
+    write(tmp_path / "about.yaml", [cluster_property("east")])
+    ops = source_over(tmp_path).poll()
+    assert isinstance(ops[0], SetClusterId) and ops[0].cluster_id == "east"
+    told = ManifestSource(tmp_path, lambda ops: None, 0, frozenset({convert.GROUP}),
+                          cluster_property=False)
+    assert not any(isinstance(op, SetClusterId) for op in told.poll())
