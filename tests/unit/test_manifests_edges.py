@@ -376,3 +376,43 @@ def test_files_name_the_cluster_unless_told_not_to(tmp_path: Path) -> None:
     told = ManifestSource(tmp_path, lambda ops: None, 0, frozenset({convert.GROUP}),
                           cluster_property=False)
     assert not any(isinstance(op, SetClusterId) for op in told.poll())
+
+
+# -- a path that is a link to a directory ------------------------------------------------------
+
+
+def test_a_linked_directory_keeps_the_names_under_the_link(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Files and failed directories are named under the path given, not its target."""
+    real = tmp_path / "real"
+    web = write(real / "web.yaml", [WEB])
+    write(real / "sub" / "api.yaml", [service_import("api", ips=["10.9.0.1"])])
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    errors: list[str] = []
+    source = ManifestSource(link, lambda ops: None, 0, frozenset({convert.GROUP}),
+                            error=errors.append)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert source.scan()
+    assert sorted(source.files) == [link / "sub" / "api.yaml", link / "web.yaml"]
+    # the first read: no walk failed before it, so none "can be listed again"
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"{link / 'sub' / 'api.yaml'}: 1 ServiceImports, 0 EndpointSlices",
+        f"{link / 'web.yaml'}: 1 ServiceImports, 0 EndpointSlices"]
+    scandir = os.scandir
+
+    def failing(path: Any) -> Any:
+        if Path(path).name == "sub":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing)
+    write(web, [WEB, service_import("new", ips=["10.4.0.1"])])
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        assert source.scan()
+    assert errors == ["walk"] and source.walk_error == \
+        f"{link / 'sub'}: {os.strerror(errno.EMFILE)}"
+    # sub's file is kept: its directory could not be listed, so it is not gone
+    assert sorted(source.files) == [link / "sub" / "api.yaml", link / "web.yaml"]
