@@ -416,3 +416,30 @@ def test_a_linked_directory_keeps_the_names_under_the_link(
         f"{link / 'sub'}: {os.strerror(errno.EMFILE)}"
     # sub's file is kept: its directory could not be listed, so it is not gone
     assert sorted(source.files) == [link / "sub" / "api.yaml", link / "web.yaml"]
+
+
+def test_a_dangling_link_is_skipped_and_the_files_after_it_read(tmp_path: Path) -> None:
+    write(tmp_path / "a.yaml", [WEB])
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "gone.yaml")
+    write(tmp_path / "c.yaml", [service_import("new", ips=["10.4.0.1"])])
+    source = source_over(tmp_path)
+    assert source.scan()
+    assert sorted(source.files) == [tmp_path / "a.yaml", tmp_path / "c.yaml"]
+
+
+def test_a_first_read_with_one_directory_unlisted_syncs_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a walk that could not list the path itself leaves the source unsynced."""
+    write(tmp_path / "web.yaml", [WEB])
+    write(tmp_path / "sub" / "api.yaml", [service_import("api", ips=["10.9.0.1"])])
+    scandir = os.scandir
+
+    def failing(path: Any) -> Any:
+        if Path(path).name == "sub":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", failing)
+    source = source_over(tmp_path)
+    assert source.scan() and source.synced
+    assert sorted(source.files) == [tmp_path / "web.yaml"]
