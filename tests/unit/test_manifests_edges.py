@@ -443,3 +443,66 @@ def test_a_first_read_with_one_directory_unlisted_syncs_the_rest(
     source = source_over(tmp_path)
     assert source.scan() and source.synced
     assert sorted(source.files) == [tmp_path / "web.yaml"]
+
+
+def test_each_file_is_read_through_the_target_resolved_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ConfigMap volume's layout (web.yaml -> ..data/web.yaml, ..data -> ..v1): the
+    link swapped to ..v2 while the file is read and back before the links are checked
+    again. The file is read through the target resolved first, so what is kept is one
+    generation's (a read through the link's name would take ..v2's, unnoticed)."""
+    path = tmp_path / "cfg"
+    write(path / "..v1" / "web.yaml", [WEB])
+    write(path / "..v2" / "web.yaml", [service_import("web", ips=["10.7.0.7"])])
+    (path / "..data").symlink_to("..v1")
+    (path / "web.yaml").symlink_to("..data/web.yaml")
+
+    def point(target: str) -> None:
+        (path / "..next").symlink_to(target)
+        os.replace(path / "..next", path / "..data")
+
+    real_read = manifests.read_file
+
+    def swapping(*args: Any) -> manifests.FileObjects:
+        point("..v2")
+        try:
+            return real_read(*args)
+        finally:
+            point("..v1")
+
+    monkeypatch.setattr(manifests, "read_file", swapping)
+    source = source_over(path)
+    assert source.scan()
+    [objects] = source.files.values()
+    assert [i.ips for i in objects.imports.values()] == \
+        [i.ips for i in read(path / "..v1" / "web.yaml").imports.values()]
+
+
+def test_a_linked_path_is_read_through_the_directory_resolved_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git-sync's layout (the path a link to one revision's directory of plain files):
+    the link swapped while a file is read and back before it is checked again."""
+    write(tmp_path / "rev1" / "web.yaml", [WEB])
+    write(tmp_path / "rev2" / "web.yaml", [service_import("web", ips=["10.7.0.7"])])
+    path = tmp_path / "current"
+    path.symlink_to("rev1")
+
+    def point(target: str) -> None:
+        (tmp_path / "next").symlink_to(target)
+        os.replace(tmp_path / "next", path)
+
+    real_read = manifests.read_file
+
+    def swapping(*args: Any) -> manifests.FileObjects:
+        point("rev2")
+        try:
+            return real_read(*args)
+        finally:
+            point("rev1")
+
+    monkeypatch.setattr(manifests, "read_file", swapping)
+    source = source_over(path)
+    assert source.scan()
+    assert sorted(source.files) == [path / "web.yaml"]
+    assert [i.ips for i in source.files[path / "web.yaml"].imports.values()] == \
+        [i.ips for i in read(tmp_path / "rev1" / "web.yaml").imports.values()]
