@@ -505,11 +505,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if mutated and (restats or not (WORK / "mutants" / "mutmut-stats.json").exists()):
         print(f"  first, mutmut runs the {len(tests)} test file(s) once to map functions to "
               "tests (a widely imported file: narrow them with --tests)")
-    names = to_run(mutated, args.mutants)
-    if mutated and names == []:
-        print("  every mutant it names has a verdict still holding: none is run")
-    finished = not mutated or names == [] or run_mutmut(
-        args.budget, args.jobs, WORK / "run.log", args.mutants if names is None else names)
+    # with none left to run, mutmut still runs the patterns' mutants again: it makes the
+    # mutated copies (prepare removed them) that the survivors' diffs are read from
+    names = to_run(mutated, args.mutants) or None
+    finished = not mutated or run_mutmut(args.budget, args.jobs, WORK / "run.log",
+                                         args.mutants if names is None else names)
     # a run by function adds up with the file's earlier ones (same tests) when recorded
     recorded = load_json(RESULTS) if args.report else {}
     only = {p: combined(recorded.get(p), args.mutants, tests) for p in mutated}
