@@ -10,6 +10,7 @@ import struct
 
 import dns.message
 import dns.opcode
+import dns.rdatatype
 import pytest
 
 from clusterset_dns.serving import stats as counters
@@ -27,7 +28,8 @@ NOT_SYNCED_TEXT = (b"not synced: the first full list of ServiceImports and Endpo
 
 def query(name: str, qtype: str | int = "A", edns: int | None = None, do: bool = False,
           flags: int = RD, rdclass: str = "IN", opcode: int = 0) -> bytes:
-    msg = dns.message.make_query(name, qtype, rdclass, use_edns=False if edns is None else edns,
+    rdtype = dns.rdatatype.RdataType(qtype) if isinstance(qtype, int) else qtype
+    msg = dns.message.make_query(name, rdtype, rdclass, use_edns=False if edns is None else edns,
                                  want_dnssec=do, payload=4096)
     msg.flags = flags
     msg.set_opcode(dns.opcode.Opcode(opcode))

@@ -24,8 +24,16 @@ QID = b"\xbe\xef"
 CAP = 1232
 QR, AA, TC, RD = 0x8000, 0x0400, 0x0200, 0x0100
 NOTAUTH, FORMERR = 9, 1
-ALGORITHM = dns.name.from_text("hmac-sha256").to_wire()
-KEY_NAME = dns.name.from_text("xfr-key").to_wire()
+
+
+def wire_name(text: str) -> bytes:
+    found = dns.name.from_text(text).to_wire()
+    assert found is not None
+    return found
+
+
+ALGORITHM = wire_name("hmac-sha256")
+KEY_NAME = wire_name("xfr-key")
 TIME_FUDGE = b"\x00\x00\x65\x00\x00\x00\x01\x2c"  # time signed (6 bytes), fudge 300
 
 
