@@ -188,3 +188,15 @@ def test_the_room_for_the_signature_is_kept_to_the_byte() -> None:
     cut = handler.handle(signed(query, tsig_record()), False, lambda: "127.0.0.1")
     assert cut == head(QR | AA | TC | RD, 0) + question_of(query) + b"<signed>"
     assert handler.stats.truncated == 1
+
+
+def test_each_badkey_and_each_tc_is_counted_once_more() -> None:
+    handler = handler_without_key()
+    data = signed(unsigned(), tsig_record())
+    for _ in range(3):
+        handler.handle(data, False, lambda: "127.0.0.1")
+    assert counted(handler.stats) == {("SOA", "udp", None, NOTAUTH): 3}
+    keyed_handler, _ = keyed()
+    for _ in range(3):
+        keyed_handler.handle(data, False, None)
+    assert keyed_handler.stats.truncated == 3
