@@ -55,6 +55,25 @@ def test_the_tails_table_holds_exactly_its_cap_then_starts_over() -> None:
     assert len(handler._tails) == 1  # one more: started over, with the new one
 
 
+# -- the OPT records carrying an EDE text ------------------------------------------------------
+
+def test_the_explained_opts_table_holds_exactly_its_cap_then_starts_over() -> None:
+    """One pair of OPT records (DO clear, set) per distinct EDE option: the cap-th still
+    fits, one more starts over with the newest alone; each pair is our OPT with the
+    option as its RDATA."""
+    handler = web_handler()
+    cap = handler_module._MAX_EXPLAINED_OPTS
+    options = [wire.ede(wire.EDE_OTHER, f"reason {i}") for i in range(cap + 1)]
+    for option in options[:cap]:
+        handler._opts(option)
+    assert len(handler._explained_opts) == cap
+    clear, do = handler._opts(options[cap])
+    assert list(handler._explained_opts) == [options[cap]]
+    assert clear == handler._opt[0][:-2] + options[cap]
+    assert do == handler._opt[1][:-2] + options[cap]
+    assert handler._opts(options[cap]) == (clear, do)
+
+
 # -- truncated forms --------------------------------------------------------------------------
 
 def _form(size: int) -> truncate.Form:
