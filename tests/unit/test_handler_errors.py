@@ -99,6 +99,8 @@ def test_two_questions_get_formerr_without_a_question(tcp: bool, edns: int | Non
 @pytest.mark.parametrize(("name", "qtype", "rdclass", "slot"), [
     ("example.com.", "A", "IN", "A"),
     ("xclusterset.local.", "AAAA", "IN", "AAAA"),  # the apex must start on a label
+    ("x.clusterset.lokal.", "A", "IN", "A"),  # a label where the apex would start: not it
+    ("a\\010clusterset.local.", "A", "IN", "A"),  # its bytes inside one label: not the apex
     ("clusterset.local.", "SOA", "CH", "SOA"),  # class IN only
     ("clusterset.local.", "AXFR", "IN", "AXFR"),  # transfers: none configured
     ("clusterset.local.", "IXFR", "IN", "IXFR"),
