@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import signal
 import socket
 import struct
 import subprocess
@@ -237,19 +238,20 @@ def test_a_worker_that_reports_but_applies_nothing_is_killed(
 def test_the_watchdog_passes_slots_without_a_running_process() -> None:
     async def scenario() -> list[list[str]]:
         clock = FakeClock()
-        made, restarts = pool(3, clock)
+        made, restarts = pool(4, clock)
         gone, _ = attach(made.workers[0], Proc(code=1))  # exited, not yet reaped
         no_socket, _ = attach(made.workers[1])
         made.workers[1].writer = None  # restarting
         made.workers[2].writer = cast(asyncio.StreamWriter, Writer())  # no process yet
+        silent, _ = attach(made.workers[3])  # and after them, one that stopped reporting
         watchdog = asyncio.ensure_future(made._watchdog())
         await asyncio.sleep(0)
         await rounds(clock, 20)
         watchdog.cancel()
-        assert restarts == []
-        return [gone.signals, no_socket.signals]
+        assert restarts == ["stalled"]  # once: a killed process is passed then
+        return [gone.signals, no_socket.signals, silent.signals[:1]]
 
-    assert run(scenario()) == [[], []]
+    assert run(scenario()) == [[], [], ["kill"]]
 
 
 # -- a worker's end, and its restart ---------------------------------------------------------------
@@ -485,6 +487,29 @@ def test_the_config_is_read_in_pieces() -> None:
         assert workers.read_config(child) == config
 
 
+class Arrivals:
+    """A socket's receiving end at its seam: the bytes arrive in these pieces, and one
+    recv() gets at most what has arrived of the current piece."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = list(pieces)
+
+    def recv(self, size: int) -> bytes:
+        if not self.pieces:
+            return b""
+        data, self.pieces[0] = self.pieces[0][:size], self.pieces[0][size:]
+        if not self.pieces[0]:
+            self.pieces.pop(0)
+        return data
+
+
+def test_the_config_is_read_to_its_last_byte_and_no_further() -> None:
+    frame = workers._frame(Config(ttl=11))
+    sock = Arrivals(frame[:2], frame[2:10], frame[10:20], frame[20:] + b"NEXT")
+    assert workers.read_config(cast(socket.socket, sock)) == Config(ttl=11)
+    assert sock.pieces == [b"NEXT"]  # the first update's bytes, left for the reader
+
+
 @pytest.mark.parametrize(("sent", "error"), [
     (b"", "the parent went away before sending the config"),
     (workers._frame(Config())[:9], "the parent went away before sending the config"),
@@ -508,6 +533,7 @@ def test_the_worker_applies_serves_and_reports_until_the_parent_goes() -> None:
         applied: list[list[Op]] = []
         started: list[int] = []
         stats = Stats()
+        stats.truncated = 3
 
         async def start_serving() -> None:
             started.append(len(applied))
@@ -519,8 +545,11 @@ def test_the_worker_applies_serves_and_reports_until_the_parent_goes() -> None:
                         workers.Update(2, [SetSynced(False)])):
             writer.write(workers._frame(message))
         await writer.drain()
-        while len(applied) < 2:
+        for _ in range(200):  # turns of the loop, no time: the backlog is read at once
+            if len(applied) == 2:
+                break
             await asyncio.sleep(0)
+        assert len(applied) == 2
         assert clock.pending() == [1000.0 + workers.REPORT_SECONDS]
         clock.advance(workers.REPORT_SECONDS)
         reports.append(await workers._read_frame(reader))
@@ -531,8 +560,9 @@ def test_the_worker_applies_serves_and_reports_until_the_parent_goes() -> None:
     applied, started_after, reports = run(scenario())
     assert applied == [[SetSynced(True)], [SetSynced(False)]]
     assert started_after == 1
-    assert [(cast(workers.Report, r).applied, cast(workers.Report, r).serving)
-            for r in reports] == [(0, False), (2, True)]
+    assert [(cast(workers.Report, r).applied, cast(workers.Report, r).serving,
+             cast(workers.Report, r).stats.truncated) for r in reports] == [
+        (0, False, 3), (2, True, 3)]
 
 
 def test_an_unexpected_message_ends_the_worker_with_the_error() -> None:
@@ -614,3 +644,33 @@ def test_a_started_worker_gets_the_config_then_the_snapshot(serving: bool) -> No
     assert (worker.applied, worker.serving) == (2, serving)
     assert worker.stats.truncated == (2 if serving else 1)
     assert code == 7
+
+
+def test_start_spawns_each_worker_and_watches_only_when_there_are_some() -> None:
+    async def scenario() -> tuple[list[int], list[str], list[str]]:
+        spawned: list[int] = []
+
+        async def spawn(slot: workers.Worker) -> None:
+            spawned.append(slot.index)
+
+        made, _ = pool(2)
+        made._spawn = spawn  # type: ignore[method-assign,assignment]
+        await made.start()
+        names = [t.get_name() for t in made._tasks]
+        for task in made._tasks:
+            task.cancel()
+        none, _ = pool(0)
+        await none.start()
+        return spawned, names, [t.get_name() for t in none._tasks]
+
+    assert run(scenario()) == ([1, 2], ["worker-watchdog"], [])
+
+
+def test_a_worker_leaves_ctrl_c_to_its_parent() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        workers.ignore_interrupts()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, before)
