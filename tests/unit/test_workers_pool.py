@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import pickle
 import signal
 import socket
 import struct
 import subprocess
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -608,12 +610,27 @@ def child(fd: int) -> int:
                                                workers.StartServing() in frames)))
     while sock.recv(1):
         pass
-    return config.ttl
+    # The package's root first, then what the parent had (INHERITED: the test's copy).
+    expected = os.pathsep.join(p for p in (str(workers.PACKAGE_ROOT),
+                                           os.environ.get("INHERITED", "")) if p)
+    return config.ttl if os.environ.get("PYTHONPATH") == expected else 1
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("serving", [False, True])
-def test_a_started_worker_gets_the_config_then_the_snapshot(serving: bool) -> None:
+def test_a_started_worker_gets_the_config_then_the_snapshot(
+        serving: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From another directory, with or without a PYTHONPATH of its own: the child finds
+    the package (and this module) through the PYTHONPATH it is given, which keeps the
+    parent's."""
+    monkeypatch.chdir(tmp_path)
+    inherited = str(tmp_path / "elsewhere") if serving else ""
+    monkeypatch.setenv("INHERITED", inherited)
+    if inherited:
+        monkeypatch.setenv("PYTHONPATH", inherited)
+    else:
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+
     async def scenario() -> tuple[workers.Worker, float, int | None]:
         clock = FakeClock()
         made = workers.WorkerPool(Config(ttl=7), 1, "tests.unit.test_workers_pool:child",
