@@ -613,6 +613,8 @@ def child(fd: int) -> int:
     # The package's root first, then what the parent had (INHERITED: the test's copy).
     expected = os.pathsep.join(p for p in (str(workers.PACKAGE_ROOT),
                                            os.environ.get("INHERITED", "")) if p)
+    if not os.path.samestat(os.fstat(0), os.stat(os.devnull)):
+        return 2  # a worker reads nothing of the terminal: its stdin is /dev/null
     return config.ttl if os.environ.get("PYTHONPATH") == expected else 1
 
 
@@ -624,6 +626,10 @@ def test_a_started_worker_gets_the_config_then_the_snapshot(
     the package (and this module) through the PYTHONPATH it is given, which keeps the
     parent's."""
     monkeypatch.chdir(tmp_path)
+    # This process's stdin a pipe for the test: the child's must not be it.
+    saved, (readable, writable) = os.dup(0), os.pipe()
+    os.dup2(readable, 0)
+    os.close(readable)
     inherited = str(tmp_path / "elsewhere") if serving else ""
     monkeypatch.setenv("INHERITED", inherited)
     if inherited:
@@ -657,7 +663,12 @@ def test_a_started_worker_gets_the_config_then_the_snapshot(
         assert worker.proc is not None
         return worker, spawned_at, worker.proc.returncode
 
-    worker, _, code = run(scenario())
+    try:
+        worker, _, code = run(scenario())
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(writable)
     assert (worker.applied, worker.serving) == (2, serving)
     assert worker.stats.truncated == (2 if serving else 1)
     assert code == 7
