@@ -646,7 +646,17 @@ def test_a_started_worker_gets_the_config_then_the_snapshot(
         worker.stats.truncated = 99  # a new process starts from zero
         worker.applied, worker.serving = 5, True
         clock.advance(3.0)
+        async def waits() -> None:
+            await asyncio.Event().wait()
+
+        running = asyncio.ensure_future(waits())
+        finished = asyncio.ensure_future(asyncio.sleep(0))
+        await finished
+        made._tasks = [running, finished]
         await made._spawn(worker)
+        # The tasks stop() cancels: those still running, and this worker's follower.
+        assert made._tasks[0] is running and len(made._tasks) == 2
+        running.cancel()
         assert (worker.sent, worker.applied, worker.serving, worker.stats.truncated) == (
             1, 0, False, 0)
         assert worker.started == worker.last_report == worker.last_progress == clock.now
