@@ -459,6 +459,35 @@ def test_stop_waits_stop_seconds_then_terminates_the_rest() -> None:
     assert terminated == [workers.STOP_SECONDS]  # at the deadline, not a poll later
 
 
+def test_stop_kills_a_worker_still_there_10_s_after_its_termination() -> None:
+    async def scenario() -> list[tuple[str, float]]:
+        clock = FakeClock()
+        made, _ = pool(1, clock)
+        deaf = Proc(exits=2)
+        attach(made.workers[0], deaf)
+        signalled: list[tuple[str, float]] = []
+        start = clock.now
+        kill, terminate = deaf.kill, deaf.terminate
+
+        def timed_kill() -> None:
+            signalled.append(("kill", clock.now - start))
+            kill()
+
+        def timed_terminate() -> None:
+            signalled.append(("terminate", clock.now - start))
+            terminate()
+
+        deaf.kill = timed_kill  # type: ignore[method-assign]
+        deaf.terminate = timed_terminate  # type: ignore[method-assign]
+        stopping = asyncio.ensure_future(made.stop())
+        await driven(clock, stopping, 0.5)
+        return signalled
+
+    # terminated at STOP_SECONDS; killed at the first poll past 10 s later
+    assert run(scenario()) == [("terminate", workers.STOP_SECONDS),
+                               ("kill", workers.STOP_SECONDS + 10.5)]
+
+
 def test_stop_is_quick_when_every_worker_exits() -> None:
     async def scenario() -> float:
         clock = FakeClock()
