@@ -354,12 +354,22 @@ def test_an_unreadable_report_kills_the_worker_and_restarts_it(
             pass
 
         made._spawn = spawn  # type: ignore[method-assign,assignment]
+        killed_at: list[float] = []
+        kill = proc.kill
+
+        def timed_kill() -> None:
+            killed_at.append(clock.now)
+            kill()
+
+        proc.kill = timed_kill  # type: ignore[method-assign]
+        start = clock.now
         reader = asyncio.StreamReader()
         reader.feed_data(workers._frame("not a report"))
         follow = asyncio.ensure_future(made._follow(worker, reader))
         while not follow.done():
             await asyncio.sleep(0)
             clock.jump()
+        assert killed_at == [start]  # at once, not by the reaping 5 s later
         return proc.signals, restarts
 
     with caplog.at_level(logging.ERROR):
