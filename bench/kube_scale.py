@@ -23,7 +23,8 @@
 ``--scale 1,3,10``: the curve. One run per multiple of the data set (``--imports``
 and ``--headless`` times each number; 10 is 100,000 imports + 10,000 headless x 100,
 1.1 million endpoints), each on a freshly loaded API server, each measuring both
-servers' time to first answer, RSS after sync and peak RSS (VmHWM: the list's peak).
+servers' time to first answer, settled RSS (ours: once the answers it builds after
+the sync are built, which it shows by going quiet) and peak RSS (VmHWM).
 
 Every loop is bounded in time. Loopback only.
 """

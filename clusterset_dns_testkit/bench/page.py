@@ -154,7 +154,7 @@ def readme_table(results: Path = res.RESULTS, include_quick: bool = False) -> st
         body += ["", f"Start-up through a real kube-apiserver against CoreDNS (kubernetes plugin, "
                  f"multicluster) in the same run, `{curve[1]['command']}`, {curve[1]['date']}, "
                  f"{m.get('cpus', '?')} CPUs: time from process start to the first correct "
-                 f"answer, resident memory after sync and peak (MiB):", "",
+                 f"answer, settled resident memory and peak (MiB):", "",
                  *kube_curve(curve[1])]
     return "\n".join([README_BEGIN, *body, README_END])
 
@@ -252,7 +252,7 @@ def _kube_runs(result: Result) -> list[list[Result]]:
 
 def kube_curve(result: Result) -> list[str]:
     """One row per data set (median over its runs): both servers' time to first answer,
-    RSS after sync and peak RSS during the list, and ours over CoreDNS's."""
+    settled RSS and peak RSS, and ours over CoreDNS's."""
     lines = ["| imports + headless | endpoints | clusterset-dns: first answer / RSS / peak | "
              "CoreDNS: first answer / RSS / peak | time vs CoreDNS | RSS vs CoreDNS | "
              "our peak vs our RSS |",
@@ -285,7 +285,7 @@ def _kube_section(path: Path, result: Result, root: Path) -> list[str]:
     if len(groups) > 1:
         lines += [f"- the curve: {len(groups)} data sets, each loaded into a fresh "
                   "kube-apiserver; time from process start to the first correct answer, "
-                  "resident memory after sync, and peak resident memory (VmHWM, the list's "
+                  "settled resident memory, and peak resident memory (VmHWM, the list's "
                   "peak); median over the runs of a data set", "", *kube_curve(result), "",
                   "Each data set's own figures:"]
     for runs in groups:
@@ -307,7 +307,7 @@ def _kube_table(runs: list[Result]) -> list[str]:
                  f"{_spread([x['first_answer_s'] for x in ours], '.2f', ' s')} | "
                  + (_spread([x['first_answer_s'] for x in theirs], '.2f', ' s')
                     if theirs else "-") + " |")
-    lines.append("| resident memory after sync | "
+    lines.append("| settled resident memory | "
                  f"{_spread([x['rss_mib'] for x in ours], '.0f', ' MiB')} | "
                  + (_spread([x['rss_mib'] for x in theirs], '.0f', ' MiB')
                     if theirs else "-") + " |")

@@ -42,3 +42,14 @@ def test_waits_until_a_window_below_the_quiet_share_of_a_core() -> None:
 
 def test_a_busy_api_server_is_waited_for_at_most_the_limit() -> None:
     assert settle([1.0] * 100, limit=10.0) == 10.0
+
+
+def test_until_quiet_watches_only_the_pids_it_is_given() -> None:
+    # pid 3 (our server) is not the API server's: the machine charges only 1 and 2, so
+    # pid 3 is quiet from the first window, whatever the API server does.
+    machine = Machine([1.0] * 10)
+    assert apiload.until_quiet([3], 0.05, 0.5, 60.0, cpu=machine.cpu,
+                               clock=lambda: machine.now, sleep=machine.sleep) == 0.5
+    machine = Machine([1.0, 1.0, 0.0])
+    assert apiload.until_quiet([1, 2], 0.05, 0.5, 60.0, cpu=machine.cpu,
+                               clock=lambda: machine.now, sleep=machine.sleep) == 1.5
