@@ -661,10 +661,9 @@ def child(fd: int) -> int:
 @pytest.mark.parametrize("serving", [False, True])
 def test_a_started_worker_gets_the_config_then_the_snapshot(
         serving: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """From another directory, with or without a PYTHONPATH of its own: the child finds
-    the package (and this module) through the PYTHONPATH it is given, which keeps the
-    parent's."""
-    monkeypatch.chdir(tmp_path)
+    """With or without a PYTHONPATH of its own: the child is given the package's root,
+    then the parent's PYTHONPATH (it checks; no chdir here: under mutmut the child must
+    find the mutated tree from the parent's directory)."""
     # This process's stdin a pipe for the test: the child's must not be it.
     saved, (readable, writable) = os.dup(0), os.pipe()
     os.dup2(readable, 0)
