@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 from clusterset_dns.base.clock import SYSTEM, Clock
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.observe import Observer, failed
+from clusterset_dns.serving.outq import unsent_bytes
 from clusterset_dns.serving.stats import SAMPLE_EVERY, Durations, Sampler
 from clusterset_dns.serving.udpplain import UDPReader, udp_reader
 
@@ -184,14 +185,14 @@ class TCPProtocol(asyncio.BufferedProtocol):
         transport, loop = self.transport, self.loop
         if transport is None or loop is None:
             return
-        unsent = transport.get_write_buffer_size()
+        unsent = unsent_bytes(transport)
         if unsent < self.unsent:
             # Drained since the last look without a resume_writing: asyncio calls it
             # only below a quarter of WRITE_HIGH, which a client reading steadily but
             # slowly out of large socket buffers may take longer than the timeout to
-            # reach. Bytes waiting at the last look mean the socket was full then, so
-            # the buffer shrinks below that only as the client's side takes them: a
-            # client that reads nothing is still cut at the same instant.
+            # reach. Counted with the kernel's unacknowledged bytes (outq.py), which
+            # shrink only as the client takes them: one that reads nothing is still
+            # cut at the same instant.
             self.last_activity = loop.time()
         self.unsent = unsent
         idle = loop.time() - self.last_activity
@@ -334,7 +335,7 @@ class TCPProtocol(asyncio.BufferedProtocol):
         transport.write(len(message).to_bytes(2, "big") + message)
         # What the client has to read from here on for the idle check to see progress
         # (the last messages of a transfer may sit below the pause until it reads).
-        self.unsent = transport.get_write_buffer_size()
+        self.unsent = unsent_bytes(transport)
         if self.writing_paused:
             self.drained = loop.create_future()
             await self.drained  # resume_writing or connection_lost ends the wait
@@ -351,7 +352,7 @@ class TCPProtocol(asyncio.BufferedProtocol):
         if self.transport is not None:
             # Called by the write that filled the buffer: what it holds from here on
             # is what the client has to read for the idle check to see progress.
-            self.unsent = self.transport.get_write_buffer_size()
+            self.unsent = unsent_bytes(self.transport)
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from clusterset_dns.serving import server
+from clusterset_dns.serving import outq, server
 from clusterset_dns.serving.server import Counters, DNSServer
 from clusterset_dns.serving.udpbatch import Peer
 
@@ -368,6 +368,40 @@ def test_a_client_draining_the_buffer_without_a_resume_is_not_idle(taken: int) -
         loop.now = 110.0  # nothing taken since that check: cut at the instant
         loop.timers[1].callback()
         assert transport.aborted and dns.stats.tcp_aborted == 1
+        proto.connection_lost(None)
+    run(main)
+
+
+@pytest.mark.parametrize("taken", [0, 1, 65_536])
+def test_the_kernels_queue_draining_is_progress_too(taken: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio's buffer can hold still at a pause for longer than the timeout while the
+    client reads what the kernel queued before it (hundreds of KiB on a transfer's
+    socket): the kernel's unacknowledged bytes shrinking is progress; not shrinking by
+    a byte is not, and the client is aborted at the instant of the timeout."""
+    queued = {"bytes": 300_000}
+    sock = object()
+    monkeypatch.setattr(outq, "kernel_unsent",
+                        lambda s: queued["bytes"] if s is sock else 0)
+
+    async def main() -> None:
+        dns = make(idle=5.0)
+        transport = Transport(sock=sock)
+        proto = connect(dns, transport)
+        loop = Loop()
+        proto.loop = cast(asyncio.AbstractEventLoop, loop)
+        proto.last_activity = 100.0
+        loop.now = 101.0
+        proto._check_idle()  # arms the timer on this loop
+        transport.buffered = 2 * server.WRITE_HIGH
+        proto.pause_writing()  # asyncio's buffer stays at this size from here on
+        queued["bytes"] -= taken
+        loop.now = 105.0
+        loop.timers[0].callback()
+        if not taken:
+            assert transport.aborted and dns.stats.tcp_aborted == 1
+        else:
+            assert not transport.aborted and proto.last_activity == 105.0
         proto.connection_lost(None)
     run(main)
 
