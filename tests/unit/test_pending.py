@@ -21,7 +21,7 @@ from ipaddress import ip_address
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusterset_dns.base.config import Config
@@ -45,11 +45,9 @@ from clusterset_dns.zone.model import Endpoint, EndpointSlice, Port, ServiceImpo
 
 from .fakeclock import FakeClock
 from .helpers import DEFAULT_UDP_CAP, ZONE, clock_at
-from .test_lazy import TYPES, _mixed, _names, _query, _same, headless_updates
+from .test_lazy import SETTINGS, TYPES, _mixed, _names, _query, _same, headless_updates
 from .test_properties import OBJECTS, to_op
 
-SETTINGS = settings(max_examples=60, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 Log = list[set[tuple[bytes, bytes | None, bytes | None]]]
 
 
