@@ -17,6 +17,7 @@ from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.stats import Stats
 
+from .fakeclock import FakeClock
 from .helpers import build_cache
 
 ZONE = "clusterset.local."
@@ -75,8 +76,13 @@ def counted(stats: Stats) -> dict[tuple[str, str, int | None, int], int]:
     return {counters.slot_of(i): n for i, n in enumerate(stats.requests) if n}
 
 
+# One clock for every cache built here: the SOA's serial is the time it was built, so
+# answers from two caches built a second apart would differ in it.
+CLOCK = FakeClock()
+
+
 def handler_without_key() -> Handler:
-    return Handler(build_cache().zone, CAP)
+    return Handler(build_cache(clock=CLOCK.time).zone, CAP)
 
 
 BADKEY_RDATA = ALGORITHM + TIME_FUDGE + b"\x00\x00" + QID + b"\x00\x11\x00\x00"
@@ -135,7 +141,7 @@ class Signer:
 
 def keyed(room: int = 0, error: bytes | None = None) -> tuple[Handler, Signer]:
     signer = Signer(room, error)
-    return Handler(build_cache().zone, CAP, signer=signer), signer
+    return Handler(build_cache(clock=CLOCK.time).zone, CAP, signer=signer), signer
 
 
 @pytest.mark.parametrize("edns", [False, True])
