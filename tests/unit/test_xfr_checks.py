@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from ipaddress import ip_network
 
 import dns.flags
@@ -15,6 +16,8 @@ import dns.message
 import dns.name
 import dns.rcode
 import dns.rdataclass
+import dns.rdatatype
+import dns.rdtypes.ANY.TSIG
 import dns.rrset
 import dns.tsig
 import pytest
@@ -232,3 +235,40 @@ def test_a_signed_transfer_of_several_messages_verifies_as_one_chain() -> None:
                                      one_rr_per_rrset=True)
         assert read.had_tsig
         context = read.tsig_ctx
+
+
+def signed_at(query: dns.message.Message, when: int, error: int = 0) -> bytes:
+    """``query`` signed with our key at ``when`` (Unix seconds), its MAC right, its TSIG
+    error field ``error`` (dnspython signs only at the real time)."""
+    unsigned = query.to_wire()
+    template = dns.rdtypes.ANY.TSIG.TSIG(dns.rdataclass.ANY, dns.rdatatype.TSIG,
+                                         KEY.algorithm, 0, 300, b"", query.id, error, b"")
+    rdata = dns.tsig.sign(unsigned, KEY, template, when)[0].to_wire() or b""
+    record = (KEY.name.to_wire() or b"") + struct.pack("!HHIH", dns.rdatatype.TSIG,
+                                                       dns.rdataclass.ANY, 0, len(rdata))
+    arcount = struct.unpack_from("!H", unsigned, 10)[0] + 1
+    return unsigned[:10] + struct.pack("!H", arcount) + unsigned[12:] + record + rdata
+
+
+@pytest.mark.parametrize(("what", "offset", "error"), [
+    # RFC 8945 5.2.3 would have BADTIME signed: dns-behaviour.md 7.1 gives a plain NOTAUTH
+    ("signed an hour ago", -3600, 0),
+    ("signed an hour ahead", 3600, 0),
+    ("a TSIG error from the client", 0, 16),  # dnspython's PeerError: no error of ours
+])
+def test_a_signature_failing_without_an_error_of_ours_is_a_plain_notauth(
+        what: str, offset: int, error: int) -> None:
+    """No TSIG record in the answer at all (no BADSIG, BADKEY or garbage record): the
+    query's header bits and question, NOTAUTH, ARCOUNT 0; counted as notauth."""
+    cache, journal = big_cache(1, 1)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY, xfr.Counts({}))
+    query = dns.message.make_query(ZONE, "AXFR")
+    data = signed_at(query, int(time.time()) + offset, error)
+    if not error:  # the MAC is right: only the time is wrong
+        with pytest.raises(dns.tsig.BadTime):
+            dns.message.from_wire(data, keyring=KEYRING)
+    messages = run(t, data)
+    question = data[12:12 + len(ZONE) + 2 + 4]
+    assert messages == [data[:2] + struct.pack("!HHHHH", 0x8000 | dns.flags.RD
+                                               | dns.rcode.NOTAUTH, 1, 0, 0, 0) + question]
+    assert t.counts.by == {("axfr", "notauth"): 1}

@@ -117,7 +117,9 @@ def test_slow_readers_of_few_addresses_leave_a_slot_for_another_client() -> None
     asyncio.run(main())
 
 
-@pytest.mark.parametrize(("most", "share"), [(1, 1), (2, 1), (4, 1), (8, 2), (16, 4)])
+# a whole share: 5 to 7 transfers are one each (5 / 4 is no share of 1.25), 11 two each
+@pytest.mark.parametrize(("most", "share"), [(1, 1), (2, 1), (4, 1), (5, 1), (7, 1), (8, 2),
+                                            (11, 2), (16, 4)])
 def test_the_share_of_one_address(most: int, share: int) -> None:
     t = xfr.Transfers(big_cache(1, 3)[0].zone, big_cache(1, 3)[1], ALLOWED, None,
                       xfr.Counts({}), max_transfers=most)
