@@ -272,3 +272,17 @@ def test_a_signature_failing_without_an_error_of_ours_is_a_plain_notauth(
     assert messages == [data[:2] + struct.pack("!HHHHH", 0x8000 | dns.flags.RD
                                                | dns.rcode.NOTAUTH, 1, 0, 0, 0) + question]
     assert t.counts.by == {("axfr", "notauth"): 1}
+
+
+@pytest.mark.parametrize("kind", ["AXFR", "IXFR"])
+def test_a_finished_transfer_logs_its_serial_result_and_every_byte_sent(
+        kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The bytes are those of every message sent (several here), not one less or more."""
+    cache, journal = big_cache()
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}))
+    query = ixfr_query(1) if kind == "IXFR" else dns.message.make_query(ZONE, "AXFR")
+    with caplog.at_level(logging.INFO, "clusterset_dns.transfers.xfr"):
+        messages = run(t, query.to_wire())
+    assert len(messages) > 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{kind} of serial {cache.zone.serial}: full, {sum(map(len, messages))} bytes"]
