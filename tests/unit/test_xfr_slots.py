@@ -69,6 +69,7 @@ def test_a_transfer_lasts_at_most_the_timeout_to_the_second() -> None:
         for _ in range(50):
             await asyncio.sleep(0)
         assert task.done() and isinstance(task.exception(), TimeoutError)
+        assert str(task.exception()) == "AXFR not done within 60s"
         assert t.active == 0 and t.running == {}
         assert t.counts.by[("axfr", "timeout")] == 1
         assert t._shared is None  # the snapshot it held is let go
