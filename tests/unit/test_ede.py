@@ -11,6 +11,7 @@ import dns.message
 import dns.rcode
 import pytest
 
+from clusterset_dns.serving import handler as handler_module
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert
 from clusterset_dns.zone import wire
@@ -98,8 +99,20 @@ def test_every_path_gives_the_same_explained_bytes(qname: str, qtype: str, rcode
         assert msg.rcode() == rcode
         assert ede_of(first) == (want if "edns" in kw else None), kw
         assert (msg.opt is not None) == ("edns" in kw)
-        if "do" in kw:
-            assert msg.ednsflags & dns.flags.DO
+        if "edns" in kw:  # our OPT's DO follows the query's, explained or not
+            assert bool(msg.ednsflags & dns.flags.DO) == ("do" in kw), kw
+
+
+def test_the_opt_records_of_a_text_are_made_once_and_their_number_is_bounded() -> None:
+    handler = fresh()
+    cap = handler_module._MAX_EXPLAINED_OPTS
+    first = handler._opts(wire.ede(wire.EDE_OTHER, "reason 0"))
+    assert handler._opts(wire.ede(wire.EDE_OTHER, "reason 0")) is first  # not made again
+    for i in range(1, cap):
+        handler._opts(wire.ede(wire.EDE_OTHER, f"reason {i}"))
+    assert len(handler._explained_opts) == cap  # the last one that fits
+    handler._opts(wire.ede(wire.EDE_OTHER, f"reason {cap}"))
+    assert list(handler._explained_opts) == [wire.ede(wire.EDE_OTHER, f"reason {cap}")]
 
 
 def test_tcp_answers_carry_it_too() -> None:
