@@ -63,6 +63,8 @@ CASES: list[tuple[str, str, int, tuple[int, str] | None]] = [
     (f"nope.prod.{Z}", "A", dns.rcode.NXDOMAIN, None),
     (f"x.{GONE}", "A", dns.rcode.NXDOMAIN, None),
     (WEB, "TXT", dns.rcode.NOERROR, None),
+    # type 284 = 0x011C: its low byte is AAAA's (28), and it is not AAAA
+    (WEB, "TYPE284", dns.rcode.NOERROR, None),
 ]
 VARIANTS: list[dict[str, Any]] = [
     {"qid": 1}, {"qid": 2, "rd": False, "cd": True}, {"qid": 3, "edns": 0},
