@@ -331,3 +331,14 @@ def test_the_texts_of_an_import_without_a_ready_endpoint(
     assert response is not None
     assert dns.message.from_wire(response).rcode() == dns.rcode.NXDOMAIN
     assert ede_of(response) == (0, text)
+
+
+def test_a_nodata_before_the_first_sync_is_counted_under_not_ready() -> None:
+    """_why's slot for the reason's code: 14 (Not Ready) is not the default slot (that
+    of 0, Other)."""
+    cache = build_cache(IMPORTS, SLICES, synced=False)
+    handler = Handler(cache.zone, DEFAULT_UDP_CAP)
+    assert handler.handle(query(WEB, "TXT", edns=0), False) is not None  # the fast path
+    assert handler._slow(query(WEB, "MX", edns=0), False) is not None  # and the slow one
+    families = _families(cache, handler)
+    assert families["clusterset_dns_answers_ede_total"] == {("0",): 0, ("14",): 2, ("24",): 0}
