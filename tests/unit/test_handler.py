@@ -13,7 +13,9 @@ import dns.opcode
 import dns.rcode
 import pytest
 
+from clusterset_dns.serving import handler as handler_module
 from clusterset_dns.serving.handler import Handler
+from clusterset_dns.serving.stats import Stats
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 from .helpers import (
@@ -633,3 +635,21 @@ def test_an_ixfr_over_udp_without_the_sender_is_truncated_not_empty() -> None:
     reply = dns.message.from_wire(response)
     assert reply.flags & dns.flags.TC and reply.id == dns.message.from_wire(data).id
     assert str(reply.question[0]) == "clusterset.local. IN IXFR"
+
+
+def test_the_stats_given_are_the_ones_counted() -> None:
+    stats = Stats()
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP, stats=stats)
+    assert handler.handle(query(WEB, "A"), False) is not None
+    assert handler.stats is stats and sum(stats.requests) == 1
+
+
+def test_the_opt_tails_learned_are_cleared_at_exactly_their_bound() -> None:
+    """Each distinct EDNS payload size is one tail learned; the 1025th starts over."""
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
+    cap = handler_module._MAX_TAILS
+    for size in range(512, 512 + cap):
+        assert handler.handle(query(WEB, "A", edns=0, payload=size), False) is not None
+    assert len(handler._tails) == cap  # the last one that fits
+    assert handler.handle(query(WEB, "A", edns=0, payload=512 + cap), False) is not None
+    assert len(handler._tails) == 1
