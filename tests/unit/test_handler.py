@@ -653,3 +653,26 @@ def test_the_opt_tails_learned_are_cleared_at_exactly_their_bound() -> None:
     assert len(handler._tails) == cap  # the last one that fits
     assert handler.handle(query(WEB, "A", edns=0, payload=512 + cap), False) is not None
     assert len(handler._tails) == 1
+
+
+def test_the_fast_path_sends_and_remembers_answers_up_to_the_client_payload() -> None:
+    """An answer of more than 1024 bytes to a client of exactly its size: sent whole by
+    the fast path (so remembered); the payload is the OPT's class, all 16 bits."""
+    handler = _medium_handler(65)
+    size = len(handler.handle(query(BIG, "A", edns=0), True) or b"")
+    assert 1024 < size <= DEFAULT_UDP_CAP and size & 0xFF
+    data = query(BIG, "A", edns=0, payload=size)
+    response = handler.handle(data, False)
+    assert response is not None and len(response) == size and not response[2] & 0x02
+    assert handler.responses.get(data[2:]) is not None
+
+
+def test_the_extended_rcode_byte_of_a_query_adds_nothing_to_its_payload() -> None:
+    """The OPT's TTL starts with the extended rcode: in a query it is no part of the
+    client's size, which stays the class field (one byte short here: TC)."""
+    handler = _medium_handler(65)
+    size = len(handler.handle(query(BIG, "A", edns=0), True) or b"")
+    data = bytearray(query(BIG, "A", edns=0, payload=size - 1))
+    data[-6] = 0xFF  # the OPT's extended rcode: 11 bytes from the end, 5 in
+    response = handler.handle(bytes(data), False)
+    assert response is not None and len(response) <= size - 1 and response[2] & 0x02
