@@ -342,3 +342,15 @@ def test_a_nodata_before_the_first_sync_is_counted_under_not_ready() -> None:
     assert handler._slow(query(WEB, "MX", edns=0), False) is not None  # and the slow one
     families = _families(cache, handler)
     assert families["clusterset_dns_answers_ede_total"] == {("0",): 0, ("14",): 2, ("24",): 0}
+
+
+def test_a_remembered_negative_is_used_not_worked_out_again() -> None:
+    """Over TCP (no remembered response), the second miss finds the negative answer the
+    first one remembered: the same object, not one made again."""
+    handler = fresh()
+    for data, key in [(query(GONE, "A"), query(GONE, "A")[12:]),
+                      (query(GONE, "SRV", edns=0), query(GONE, "SRV")[12:])]:
+        assert handler.handle(data, True) is not None
+        first = handler.negatives[key]
+        assert handler.handle(data, True) is not None
+        assert handler.negatives[key] is first
