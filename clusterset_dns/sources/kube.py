@@ -466,8 +466,12 @@ def _environment_read_once(api: ApiClient, configuration: Configuration) -> None
 
 
 def _status_message(body: str) -> str:
+    """A Status object's message (else its reason, else the body), at most 500
+    characters; a body of any other shape (a proxy's page, JSON not an object) as it is."""
     try:
         status = json.loads(body)
-        return str(status.get("message") or status.get("reason") or body)[:500]
     except ValueError:
         return body[:500]
+    if not isinstance(status, dict):
+        return body[:500]
+    return str(status.get("message") or status.get("reason") or body)[:500]
