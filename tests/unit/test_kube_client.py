@@ -353,3 +353,35 @@ def test_the_resource_version_of_an_event(obj: Any, version: str | None) -> None
 def test_an_api_error_says_its_status() -> None:
     error = ApiError(409, "conflict")
     assert (str(error), error.status) == ("HTTP 409: conflict", 409)
+
+
+def test_metadata_with_only_annotations_is_cut_too() -> None:
+    assert kube.lean({"name": "n", "uid": "u", "annotations": {"a": "b"}}) == {
+        "name": "n", "uid": "u"}
+
+
+def test_a_page_of_one_large_object_is_cut_while_decoded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A limit of 1 is a limit: from LEAN_ITEM_BYTES the one object is cut as decoded."""
+    calls: list[int] = []
+    real = kube.lean
+
+    def counted(obj: dict[str, Any]) -> dict[str, Any]:
+        calls.append(1)
+        return real(obj)
+
+    monkeypatch.setattr(kube, "lean", counted)
+    raw = json.dumps({"items": [{"metadata": meta({"a": "b"}), "spec": {"x": {}}}]}).encode()
+    raw += b" " * (kube.LEAN_ITEM_BYTES - len(raw))
+    assert kube.decode_page(raw, 1)["items"][0]["metadata"] == {"name": "n", "uid": "u"}
+    assert len(calls) == 6  # every object: labels, metadata, x, spec, the item, the page
+    calls.clear()
+    kube.decode_page(raw[:-1], 1)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("body", "decoded"), [
+    (b"[1]", [1]), (b'"s"', "s"), (b'{"items": 3}', {"items": 3}),
+    (b'{"items": [1, {"metadata": 2}]}', {"items": [1, {"metadata": 2}]})])
+def test_a_page_of_another_shape_is_left_to_page_of(body: bytes, decoded: Any) -> None:
+    assert kube.decode_page(body, 5) == decoded
