@@ -385,3 +385,10 @@ def test_a_page_of_one_large_object_is_cut_while_decoded(
     (b'{"items": [1, {"metadata": 2}]}', {"items": [1, {"metadata": 2}]})])
 def test_a_page_of_another_shape_is_left_to_page_of(body: bytes, decoded: Any) -> None:
     assert kube.decode_page(body, 5) == decoded
+
+
+def test_the_lines_wait_in_the_buffer_given() -> None:
+    buffer = bytearray()
+    lines = kube.Lines(buffer)
+    assert [bytes(line) for line in lines.feed(b"ab\ncd")] == [b"ab"]
+    assert buffer == b"cd"  # what is left of the unfinished line

@@ -30,8 +30,9 @@ class FakeAiohttp:
     """A meta path finder and loader standing for aiohttp: its import makes default
     contexts the way aiohttp's does (and others, as a caller with arguments would)."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, cafile: str = "") -> None:
         self.fail = fail
+        self.cafile = cafile or certifi.where()
         self.asked = 0
 
     def find_spec(self, name: str, path: Any = None, target: Any = None
@@ -52,9 +53,8 @@ class FakeAiohttp:
         module.verified = make()  # type: ignore[attr-defined]
         module.named = make(ssl.Purpose.SERVER_AUTH, cafile=None)  # type: ignore[attr-defined]
         module.server_side = make(ssl.Purpose.CLIENT_AUTH)  # type: ignore[attr-defined]
-        module.own_ca = make(cafile=certifi.where())  # type: ignore[attr-defined]
-        module.one_of_two = make(cafile=certifi.where(),  # type: ignore[attr-defined]
-                                 capath=None)
+        module.own_ca = make(cafile=self.cafile)  # type: ignore[attr-defined]
+        module.one_of_two = make(cafile=self.cafile, capath=None)  # type: ignore[attr-defined]
 
 
 def without_aiohttp(monkeypatch: pytest.MonkeyPatch, finder: FakeAiohttp) -> None:
@@ -64,11 +64,21 @@ def without_aiohttp(monkeypatch: pytest.MonkeyPatch, finder: FakeAiohttp) -> Non
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
 
 
+def one_ca(tmp_path: Path) -> str:
+    """A CA file of one certificate (the first of certifi's bundle)."""
+    bundle = Path(certifi.where()).read_text()
+    end = "-----END CERTIFICATE-----"
+    path = tmp_path / "ca.pem"
+    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----"):bundle.index(end)]
+                    + end + "\n")
+    return str(path)
+
+
 def test_aiohttp_is_imported_with_a_deferred_default_context(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("SSLKEYLOGFILE", raising=False)
     original = ssl.create_default_context
-    finder = FakeAiohttp()
+    finder = FakeAiohttp(cafile=one_ca(tmp_path))
     without_aiohttp(monkeypatch, finder)
     kube._import_aiohttp()
     module: Any = sys.modules["aiohttp"]
@@ -84,8 +94,9 @@ def test_aiohttp_is_imported_with_a_deferred_default_context(
     for context in (module.server_side, module.own_ca, module.one_of_two):
         assert type(context) is ssl.SSLContext
     assert module.server_side.check_hostname is False
-    assert module.own_ca.cert_store_stats()["x509_ca"] > 0
-    assert module.one_of_two.cert_store_stats() == module.own_ca.cert_store_stats()
+    # the caller's arguments reach the real one: its CA file's one certificate, only
+    assert module.own_ca.cert_store_stats()["x509_ca"] == 1
+    assert module.one_of_two.cert_store_stats()["x509_ca"] == 1
 
 
 def test_the_deferred_context_keeps_the_key_log_file_of_the_environment(
@@ -97,6 +108,19 @@ def test_the_deferred_context_keeps_the_key_log_file_of_the_environment(
     module: Any = sys.modules["aiohttp"]
     assert type(module.verified) is kube.DeferredTrust
     assert module.verified.keylog_filename == str(keylog)
+
+
+def test_python_told_to_ignore_the_environment_writes_no_key_log(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """python -E: SSLKEYLOGFILE is not read, as the real default context does not."""
+    monkeypatch.setenv("SSLKEYLOGFILE", str(tmp_path / "keys"))
+    flags = types.SimpleNamespace(ignore_environment=1)
+    monkeypatch.setattr(kube, "sys", types.SimpleNamespace(modules=sys.modules, flags=flags))
+    without_aiohttp(monkeypatch, FakeAiohttp())
+    kube._import_aiohttp()
+    module: Any = sys.modules["aiohttp"]
+    assert type(module.verified) is kube.DeferredTrust
+    assert module.verified.keylog_filename is None
 
 
 def test_an_aiohttp_already_imported_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,10 +157,14 @@ def test_the_certificates_are_loaded_once_at_the_first_wrap(
         assert context.cert_store_stats()["x509_ca"] == 0
         for _ in range(2):
             if wrap == "bio":
-                context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="a.test")
+                made = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(),
+                                        server_hostname="a.test")
+                assert made.server_hostname == "a.test"  # the arguments reach the real one
             else:
                 with socket.socket() as sock:
-                    context.wrap_socket(sock, server_hostname="a.test").close()
+                    wrapped = context.wrap_socket(sock, server_hostname="a.test")
+                    assert wrapped.server_hostname == "a.test"
+                    wrapped.close()
         assert loads == [ssl.Purpose.SERVER_AUTH], wrap
         assert context.cert_store_stats() == plain.cert_store_stats(), wrap
 
