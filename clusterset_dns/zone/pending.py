@@ -92,8 +92,8 @@ class Pending:
 
     def build_for(self, name: bytes) -> None:
         """Builds what ``name`` (lower-case wire format, without the type) depends on:
-        the service it is under, if that one waits; for a name above services, those
-        of its namespace (or any) one at a time, until it exists or none is left. Any
+        the service it is under, if that one waits; for a namespace's name
+        (``<ns>.svc.<zone>``), its services one at a time, until it exists. Any
         bytes are accepted (the handler calls this before checking the question)."""
         by_name, at, size = self._by_name, 0, len(name)
         while at < size:
@@ -102,11 +102,9 @@ class Pending:
                 self.build(key)
                 return
             at += name[at] + 1
+        # svc.<zone> itself needs none: the apex makes it (an empty non-terminal).
         svc = self._svc
-        if name == svc:
-            while self.services and self.zone.state(name) == MISSING:
-                self.build(next(iter(self.services)))
-        elif name.endswith(svc) and name[0] + 1 + len(svc) == size:
+        if name.endswith(svc) and name[0] + 1 + len(svc) == size:
             namespace = name[1 : size - len(svc)].decode("latin-1")
             while namespace in self._by_namespace and self.zone.state(name) == MISSING:
                 self.build(next(iter(self._by_namespace[namespace])))
