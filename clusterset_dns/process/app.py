@@ -401,7 +401,8 @@ def worker_process(fd: int) -> int:
     return _loop_run(_worker_serve(config, sock))
 
 
-async def _worker_serve(config: Config, sock: socket.socket) -> int:
+async def _worker_serve(config: Config, sock: socket.socket, clock: Clock = SYSTEM) -> int:
+    """``clock``: what the lame duck and the reports to the parent wait on."""
     state = process_state(config, (signal.SIGTERM,), worker=True)
     dns = state.server(config, reuse_port=True)
 
@@ -418,13 +419,15 @@ async def _worker_serve(config: Config, sock: socket.socket) -> int:
                 build_pending(state.cache), name="build-pending"))
 
     follow = asyncio.create_task(workers.follow_parent(
-        sock, apply, dns.start, state.handler.stats, lambda: bool(dns.bound)))
+        sock, apply, dns.start, state.handler.stats, lambda: bool(dns.bound), clock))
     stopper = asyncio.create_task(state.stop.wait())
     await asyncio.wait({follow, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if stopper.done() and not follow.done() and dns.bound and config.lameduck > 0:
         # SIGTERM to the whole process group: the parent is in its lame duck; keep
         # answering (and following it) until it ends it by going away, or our own ends.
-        await asyncio.wait({follow}, timeout=config.lameduck)
+        lame = asyncio.create_task(clock.sleep(config.lameduck))
+        await asyncio.wait({follow, lame}, return_when=asyncio.FIRST_COMPLETED)
+        lame.cancel()
     code = 0
     if follow.done() and not follow.cancelled() and follow.exception() is not None:
         # Never serve a zone that stopped changing: exit, the parent restarts us.

@@ -192,3 +192,51 @@ def test_ready_says_what_keeps_it_not_ready(tmp_path: Path) -> None:
         (503, "text/plain", b"not synced\n"), (503, "text/plain", b"not synced\n"),
         (503, "text/plain", b"workers not serving: [3]\n"), (200, "text/plain", b"OK\n"),
         (503, "text/plain", b"shutting down\n"), (200, "text/plain", b"OK\n")]
+
+
+# -- the sources ---------------------------------------------------------------------------------
+
+def test_a_manifest_file_error_is_counted_by_its_reason(tmp_path: Path) -> None:
+    meters = metrics.Metrics()
+    source = app.make_source(Config(manifests=tmp_path), lambda ops: None, meters)
+    source.__self__.error("parse")  # type: ignore[attr-defined]
+    assert meters.registry.get_sample_value("clusterset_dns_manifest_errors_total",
+                                            {"reason": "parse"}) == 1
+
+
+@pytest.mark.parametrize(("events", "given", "namespace", "ran"), [
+    (True, "team-b", " team-a\n", [("team-b", "lease-x")]),
+    (True, None, " team-a\n", [("team-a", "lease-x")]),  # the pod's own namespace
+    (False, "team-b", "team-a", []),
+    (True, "team-b", "team-a", None),  # no cache to report the rejections of: no events
+])
+def test_the_api_source_runs_the_locality_and_the_events_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: bool, given: str | None,
+        namespace: str, ran: list[tuple[str, str]] | None) -> None:
+    from clusterset_dns.sources import events as events_module
+    from clusterset_dns.sources.locality import Locality
+    from clusterset_dns.sources.watch import KubeSource
+
+    path = tmp_path / "namespace"
+    path.write_text(namespace)
+    monkeypatch.setattr(app, "SERVICE_ACCOUNT_NAMESPACE", path)
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(events_module, "run", lambda *args: calls.append(args))
+    config = Config(events=events, events_namespace=given, events_lease="lease-x")
+    meters = metrics.Metrics()
+    cache = built(Config()).cache
+
+    def apply(ops: list[Any]) -> None:
+        pass
+
+    source = app.make_source(config, apply, meters, cache if ran is not None else None)
+    kube = source.__self__  # type: ignore[attr-defined]
+    assert isinstance(kube, KubeSource)
+    assert (kube.config, kube.apply, kube.metrics) == (config, apply, meters)
+    locality = kube.extra[0].__self__
+    assert isinstance(locality, Locality)
+    assert (locality.config, locality.apply, locality.metrics) == (config, apply, meters)
+    for task in kube.extra[1:]:
+        task("the client")
+    assert [(client, c is cache, n, lease) for client, c, n, lease in calls] == [
+        ("the client", True, n, lease) for n, lease in ran or []]
