@@ -202,6 +202,7 @@ def test_a_worker_stops_without_waiting_on_the_clock(lameduck: float, serving: b
             parent.writer.close()
         assert await asyncio.wait_for(parent.worker, 10) == 0
         assert parent.clock.now == now and free(parent.port)
+        assert parent.clock.pending() == []  # no wait of its own left behind
 
     asyncio.run(main())
 
