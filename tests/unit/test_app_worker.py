@@ -115,12 +115,15 @@ def free(port: int) -> bool:
     return True
 
 
-def test_a_worker_applies_serves_when_told_reports_and_exits_when_its_parent_goes() -> None:
+def test_a_worker_applies_serves_when_told_reports_and_exits_when_its_parent_goes(
+        caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         parent = Parent()
         await parent.start()
         first = await parent.next_report()  # at once
         assert (first.applied, first.serving) == (0, False)
+        # The next one a second later, on the worker's clock.
+        assert parent.clock.pending() == [parent.clock.now + workers.REPORT_SECONDS]
         parent.update([put("web"), SetSynced(True)])
         synced = await parent.report_where(lambda r: r.applied == 1)
         assert not synced.serving  # not before it is told
@@ -137,11 +140,23 @@ def test_a_worker_applies_serves_when_told_reports_and_exits_when_its_parent_goe
             other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             other.bind((LOCAL, parent.port))
         assert not free(parent.port)
+        # A SIGHUP to the process group: the parent says it is ignored, not each worker.
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        # What the parent logged already: a worker does not say it again.
+        parent.update([PutImport(("prod", "long"), convert.service_import(service_import(
+            "long", ips=["10.1.0.9"], ports=[{"name": "p" * 63, "port": 80,
+                                             "protocol": "TCP"}])))])
+        await parent.report_where(lambda r: r.applied == 3)
         parent.writer.close()  # the parent goes away
         assert await asyncio.wait_for(parent.worker, 10) == 0
         assert free(parent.port)  # its listeners are closed
 
-    asyncio.run(main())
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(main())
+    assert "SIGHUP" not in caplog.text
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_a_worker_that_cannot_follow_its_parent_exits_1(
