@@ -13,6 +13,7 @@ import gc
 import logging
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,12 @@ def test_with_workers_the_listen_address_is_tried_first(
     finally:
         for sock in held:
             sock.close()
+
+
+def test_without_uvloop_the_process_runs_on_asyncio_s_loop(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    async def main() -> int:
+        return 7
+
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # its import fails
+    assert app._loop_run(main()) == 7

@@ -173,24 +173,26 @@ def test_a_worker_that_cannot_follow_its_parent_exits_1(
     assert "TypeError: unexpected message from the parent: str" in caplog.text
 
 
-def test_after_sigterm_a_serving_worker_answers_for_its_lame_duck() -> None:
+@pytest.mark.parametrize("lameduck", [1, 5])
+def test_after_sigterm_a_serving_worker_answers_for_its_lame_duck(lameduck: float) -> None:
     async def main() -> None:
-        parent = Parent(lameduck=5)
+        parent = Parent(lameduck=lameduck)
         await parent.start()
         await parent.serving()
         clock = parent.clock
         await parent.sigterm()
-        assert clock.now + 5 in clock.pending()  # the lame duck, on the clock
+        deadline = clock.now + lameduck
+        assert deadline in clock.pending()  # the lame duck, on the clock
         assert await parent.answer() == ["10.1.0.1"]  # still answering
         parent.update([put("web", "10.1.0.3")])
         assert await parent.answer_becomes(["10.1.0.3"])  # and following its parent
-        clock.advance(4.999)
+        clock.advance(lameduck - 0.001)
         for _ in range(100):
             await asyncio.sleep(0)
         assert not parent.worker.done()  # the last millisecond has not passed
-        clock.advance(0.001)
+        clock.advance(deadline - clock.now)
         assert await asyncio.wait_for(parent.worker, 10) == 0
-        assert 5 in clock.sleeps and free(parent.port)
+        assert lameduck in clock.sleeps and free(parent.port)
 
     asyncio.run(main())
 
