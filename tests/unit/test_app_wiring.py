@@ -22,6 +22,9 @@ import pytest
 from clusterset_dns.base.config import Config, DnstapTarget
 from clusterset_dns.process import app, collector
 from clusterset_dns.process.querylog import QueryLog
+from clusterset_dns.sources import convert
+from clusterset_dns.zone.cache import PutImport, SetSynced
+from clusterset_dns_testkit.objects import service_import
 from clusterset_dns_testkit.peers import free_port
 
 from .fakeclock import FakeClock
@@ -201,6 +204,10 @@ def test_the_parent_s_collector_reads_its_journal_workers_and_largest_set(
         s.pool.serving = True  # neither worker serves yet
         assert server_collector.workers_missing() == 2
         assert s.state.journal is not None
+        s.state.cache.apply([SetSynced(True)])
+        s.state.cache.apply([PutImport(("prod", "web"), convert.service_import(
+            service_import("web", ips=["10.1.0.1"])))])
+        assert s.state.journal.records > 0  # the difference of that update
         assert server_collector.journal_records() == s.state.journal.records
         plain = app.Server(Config(manifests=tmp_path), FakeClock())
         assert [c.journal_records() for c in plain.metrics.registry._collector_to_names
@@ -219,6 +226,10 @@ def test_large_rrsets_are_warned_about_after_the_sync_only_with_transfers(
         s = app.Server(Config(manifests=tmp_path,
                               allow_transfer=ANYONE if transfers else ()), FakeClock())
         assert s.notifier is None and s.sink.on_serial() is None
+        # NOTIFY without transfers (a secondary fed by another primary): unsigned.
+        notifying = app.Server(Config(manifests=tmp_path, notify=((LOCAL, 5300),),
+                                      allow_transfer=ANYONE if transfers else ()), FakeClock())
+        assert notifying.notifier is not None and notifying.notifier.key is None
         assert s.sink.on_synced() is None
         assert warned == ([s.state.cache] if transfers else [])
 
