@@ -253,3 +253,12 @@ def test_a_start_up_failing_before_the_source_runs_still_shuts_down(tmp_path: Pa
             assert (s.source, s.stopper, s.stopping) == (None, None, False)
 
         asyncio.run(main())
+
+
+def test_without_transfers_the_tap_counts_in_the_handler_s_stats(tmp_path: Path) -> None:
+    async def main() -> None:
+        state = await state_of(Config(dnstap=DnstapTarget(path=str(tmp_path / "tap.sock"))))
+        assert state.tap is not None and state.tap.stats is state.handler.stats
+        await state.tap.stop()
+
+    asyncio.run(main())
