@@ -46,6 +46,7 @@ _NO_RDATA = b"\x00\x00"
 _QR_OR_OPCODE = 0xF8  # byte 2: a response, or an opcode other than QUERY
 _RD_BIT = 0x01  # byte 2 -> bit 0 of the heads index
 _CD_BIT = 0x10  # byte 3 -> bit 1 of the heads index (shifted right by 3)
+_RD_CD = wire.RD | wire.CD  # the request's bits a response echoes, in the flags word
 _EDNS_VARIANT = 4  # bit 2 of the heads index: the answer carries an OPT
 _OPCODE = 0x7800  # in the flags word
 _BADVERS_HIGH = 1  # extended rcode 16 = BADVERS: upper 8 bits in the OPT
@@ -195,10 +196,10 @@ class Handler:
 
         On this path the response is as long as the query plus ``ans.size`` (the
         query's question and OPT come back, the answer's body is added), so the size
-        check is one addition; anything larger takes the slow path, which picks a
-        smaller form of the answer (RFC 2181 9). A response sent over UDP is
-        remembered when the question's name is all lower case: a name in mixed case
-        (DNS 0x20) is not asked the same way again."""
+        check is one addition. A larger answer over UDP is cut to what fits (RFC 2181
+        9) by :meth:`_splice`, as the slow path would; over TCP it takes the slow path.
+        A response sent over UDP is remembered when the question's name is all lower
+        case: a name in mixed case (DNS 0x20) is not asked the same way again."""
         size = len(rest)
         if size > 14 and not rest[0] & _QR_OR_OPCODE:  # a query (QR=0), opcode QUERY
             counts = rest[2:10]
@@ -208,18 +209,27 @@ class Handler:
                 key = question.lower()
                 ans = (self.answers.get(key) or self._first(key) or self.negatives.get(key)
                        or self._negative(key))
-                if ans is not None and size + ans.size <= (_TCP_ROOM if tcp else _UDP_ROOM):
-                    index = (_BASES[tcp][rest[-3]] if not rest[-4] else _OTHER[tcp]) + ans.rcode
-                    self._counts[index] += 1
-                    # One join: a chain of + copies the growing prefix at every step.
-                    tail = b"".join((ans.heads[variant], question, ans.body))
-                    # A TCP answer may be too large for UDP. The name is in lower case when
-                    # the question is, or when only its type's low byte, that of a capital
-                    # letter (HTTPS, 65), was lowered.
-                    if not tcp and (key == question or (
-                            key[-3] != question[-3] and key[:-4] == question[:-4])):
-                        self.responses.put(rest, tail, index)
-                    return tail
+                if ans is not None:
+                    if size + ans.size <= (_TCP_ROOM if tcp else _UDP_ROOM):
+                        index = (_BASES[tcp][rest[-3]] if not rest[-4] else _OTHER[tcp]) \
+                            + ans.rcode
+                        self._counts[index] += 1
+                        # One join: a chain of + copies the growing prefix at every step.
+                        tail = b"".join((ans.heads[variant], question, ans.body))
+                        # A TCP answer may be too large for UDP. The name is in lower case
+                        # when the question is, or when only its type's low byte, that of
+                        # a capital letter (HTTPS, 65), was lowered.
+                        if not tcp and (key == question or (
+                                key[-3] != question[-3] and key[:-4] == question[:-4])):
+                            self.responses.put(rest, tail, index)
+                        return tail
+                    if not tcp:
+                        # Too large for a client without EDNS (a Headless SRV answer): its
+                        # cut form, as the slow path splices it, without walking the whole
+                        # message again. A cut form rotates each second, so it is never
+                        # remembered: in the 0x20 mix one answer in 50 came this way.
+                        return self._splice(b"", variant, ((rest[0] << 8) | rest[1]) & _RD_CD,
+                                            question, ans, None, _UDP_PLAIN, False)
             elif counts == _ONE_QUESTION_OPT:
                 tail = rest[size - OPT_LEN :]
                 edns = self._tails.get(tail) or self._learn(tail)
@@ -228,23 +238,29 @@ class Handler:
                     key = question.lower()
                     ans = (self.answers.get(key) or self._first(key)
                            or self.negatives.get(key) or self._negative(key))
-                    if ans is not None and size + ans.size <= (_TCP_ROOM if tcp else edns[0]):
-                        at = size - OPT_LEN - 4  # the question's type
-                        index = (_BASES[tcp][rest[at + 1]] if not rest[at] else _OTHER[tcp]) \
-                            + ans.rcode
-                        opts = ans.opts  # None but for an explained negative (RFC 8914)
-                        if opts is None:
-                            opt = edns[1]
-                        else:
-                            opt = opts[edns[2]]
-                            index += ans.ede_slot * _EDE_STEP
-                        self._counts[index] += 1
-                        tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
-                                         ans.body, opt))
-                        if not tcp and (key == question or (
-                                key[-3] != question[-3] and key[:-4] == question[:-4])):
-                            self.responses.put(rest, tail, index)
-                        return tail
+                    if ans is not None:
+                        if size + ans.size <= (_TCP_ROOM if tcp else edns[0]):
+                            at = size - OPT_LEN - 4  # the question's type
+                            index = (_BASES[tcp][rest[at + 1]] if not rest[at]
+                                     else _OTHER[tcp]) + ans.rcode
+                            opts = ans.opts  # None but for an explained negative (RFC 8914)
+                            if opts is None:
+                                opt = edns[1]
+                            else:
+                                opt = opts[edns[2]]
+                                index += ans.ede_slot * _EDE_STEP
+                            self._counts[index] += 1
+                            tail = b"".join((ans.heads[_EDNS_VARIANT | variant], question,
+                                             ans.body, opt))
+                            if not tcp and (key == question or (
+                                    key[-3] != question[-3] and key[:-4] == question[:-4])):
+                                self.responses.put(rest, tail, index)
+                            return tail
+                        if not tcp:  # too large for this client's UDP size: as above
+                            return self._splice(b"", variant,
+                                                ((rest[0] << 8) | rest[1]) & _RD_CD, question,
+                                                ans, (edns[0], 0, edns[2]), edns[0] + _ID,
+                                                False)
         return None
 
     def slow(self, data: bytes, tcp: bool, peer: Peer | None = None) -> bytes | None:

@@ -119,6 +119,80 @@ def test_over_tcp_and_small_answers_are_whole() -> None:
     assert addresses(small) == ["10.9.0.1"] and not small.has(dns.flags.TC)
 
 
+# -- the fast path cuts too ----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("qname", "qtype"), [
+    (BIG, "A"), (BIG.upper(), "A"), ("bIg.PrOd." + Z, "SRV"), (BIG, "SRV"),
+    (DUAL, "A"), ("DuAl.pRoD." + Z, "AAAA"), (DUAL, "SRV")])
+# 1001: BIG's A records fill the room to the byte (1001 - 12 - 34 - 11 = 59 * 16)
+@pytest.mark.parametrize("payload", [None, 100, 512, 1000, 1001, 1232, 4096])
+def test_the_fast_path_cuts_what_does_not_fit_as_the_slow_path_does(
+        qname: str, qtype: str, payload: int | None) -> None:
+    """An answer too large for a UDP client is cut by the fast path, byte for byte as
+    the slow path cuts it at the same second, counted once; in any case of the name
+    (DNS 0x20: never remembered, so each one took the slow path before)."""
+    handler = fresh()
+    clock_at(handler, 5.0)
+    limit = 512 if payload is None else max(512, min(payload, DEFAULT_UDP_CAP))
+    for rd, cd, do in ((False, False, False), (True, False, True), (False, True, False),
+                       (True, True, True)):
+        data = query(qname, qtype, rd=rd, cd=cd, qid=0x1234, **(
+            {} if payload is None else {"edns": 0, "payload": payload, "do": do}))
+        assert len(ask(handler, data, tcp=True).wire) > limit  # every case needs a cut
+        counts, truncated = sum(handler.stats.requests), handler.stats.truncated
+        tail = handler.fast(data[2:], False)
+        assert tail is not None
+        assert sum(handler.stats.requests) == counts + 1
+        assert handler.stats.truncated == truncated + 1
+        assert data[:2] + tail == handler.slow(data, False)
+        reply = decode(data[:2] + tail)
+        assert reply.has(dns.flags.TC) and len(data[:2] + tail) <= limit
+        assert reply.has(dns.flags.RD) == rd and reply.has(dns.flags.CD) == cd
+        assert (reply.msg.ednsflags & dns.flags.DO != 0) == (do and payload is not None)
+        assert handler.fast(data[2:], True) is not None  # over TCP: whole, as before
+
+
+@pytest.mark.parametrize("name", ["four", "fives"])
+@pytest.mark.parametrize("slack", [None, 0, 1])
+def test_the_fast_path_cut_fills_the_room_to_the_byte(name: str, slack: int | None) -> None:
+    """``slack`` None: no EDNS, 512 bytes; else a payload leaving ``slack`` bytes beside
+    whole A records (16 bytes each). The names' lengths put 512 on either side of a
+    record's edge: "four" fills it to the byte, "fives" leaves 15 bytes."""
+    ips = [f"10.7.0.{i + 1}" for i in range(100)]
+    handler = Handler(build_cache(
+        [service_import(name, type_="Headless", ports=HTTP)],
+        [endpoint_slice(f"{name}-a", name, cluster="east", ports=HTTP,
+                        endpoints=[endpoint(ip) for ip in ips])]).zone, DEFAULT_UDP_CAP)
+    qname = f"{name}.prod.{Z}"
+    question = len(query(qname, "A")) - 12
+    if slack is None:
+        data, room = query(qname, "A"), 512 - 12 - question
+        assert room % 16 == (0 if name == "four" else 15)
+    else:
+        room = 16 * 50 + slack
+        data = query(qname, "A", edns=0, payload=12 + question + 11 + room)
+    tail = handler.fast(data[2:], False)
+    assert tail is not None and data[:2] + tail == handler.slow(data, False)
+    assert len(decode(data[:2] + tail).answer) == room // 16
+
+
+@pytest.mark.parametrize("payload", [None, 1232])
+def test_the_fast_path_answers_tc_alone_when_no_cut_is_kept(payload: int | None) -> None:
+    """No cut form for the name (none kept, or nothing fits): TC without records, the
+    query's RD and CD echoed, as the slow path answers."""
+    handler = fresh()
+    extra = {} if payload is None else {"edns": 0, "payload": payload}
+    for rd, cd in ((True, False), (False, True)):
+        data = query(BIG, "A", rd=rd, cd=cd, **extra)
+        key = data[12:] if payload is None else data[12:-11]
+        handler.zone.cuts.pop(key.lower(), None)
+        tail = handler.fast(data[2:], False)
+        assert tail is not None and data[:2] + tail == handler.slow(data, False)
+        reply = decode(data[:2] + tail)
+        assert reply.has(dns.flags.TC) and not reply.answer
+        assert reply.has(dns.flags.RD) == rd and reply.has(dns.flags.CD) == cd
+
+
 # -- rotation ------------------------------------------------------------------------------------
 
 def test_consecutive_truncated_answers_rotate() -> None:
