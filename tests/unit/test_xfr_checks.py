@@ -23,6 +23,8 @@ import dns.tsig
 import pytest
 
 from clusterset_dns.transfers import xfr
+from clusterset_dns.transfers.journal import Journal
+from clusterset_dns.zone.cache import Cache
 
 from .fakeclock import FakeClock
 from .test_xfr_limits import (
@@ -286,3 +288,41 @@ def test_a_finished_transfer_logs_its_serial_result_and_every_byte_sent(
     assert len(messages) > 1
     assert [r.getMessage() for r in caplog.records] == [
         f"{kind} of serial {cache.zone.serial}: full, {sum(map(len, messages))} bytes"]
+
+
+class CountedTurns(xfr.Turns):
+    """The loop's turns a transfer takes (the first holds the snapshot's taking)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken_turns = 0
+
+    async def turn(self) -> None:
+        self.taken_turns += 1
+        await super().turn()
+
+
+def steps(cache: Cache, journal: Journal, tick: float) -> tuple[int, list[bytes]]:
+    """The turns an AXFR of ``cache``'s zone takes, and its messages after their ids,
+    when each reading of the clock finds it ``tick`` seconds later (as if each record,
+    or each message finished, took that long to encode)."""
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}),
+                      clock=FakeClock(tick=tick))
+    t.turns = turns = CountedTurns()
+    messages = run(t, dns.message.make_query(ZONE, "AXFR").to_wire())
+    return turns.taken_turns, [m[2:] for m in messages]  # (the query's random id)
+
+
+def test_a_step_encodes_while_at_most_step_seconds_have_passed() -> None:
+    """A step goes on while the clock reads at most STEP_SECONDS past the step's start:
+    when every piece of work costs exactly STEP_SECONDS, the first ends on the deadline
+    and the step takes a second one; costing more, each piece is a step of its own. The
+    same messages either way. Turns: the snapshot's, the steps, and the last, empty one
+    (where the step after the last piece finds nothing left)."""
+    cache, journal = big_cache()  # many records
+    over, over_messages = steps(cache, journal, xfr.STEP_SECONDS * 1.5)
+    exact, exact_messages = steps(cache, journal, xfr.STEP_SECONDS)
+    under, _ = steps(cache, journal, xfr.STEP_SECONDS * 0.75)
+    pieces = over - 2
+    assert pieces > 10 and exact_messages == over_messages
+    assert exact - 2 == under - 2 == pieces // 2  # two pieces a step (the last alone if odd)
