@@ -289,3 +289,53 @@ def test_an_answer_with_an_error_is_no_acknowledgement_and_one_is_final() -> Non
         return len(peer.received), results
 
     assert asyncio.run(main()) == (3, ["sent", "sent", "sent", "acknowledged"])
+
+
+class Garbage(Secondary):
+    """Answers every NOTIFY at once with bytes that are no DNS message."""
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.received.append(dns.message.from_wire(data))
+        assert self.transport is not None
+        self.transport.sendto(data[:2] + b"\x84", addr)  # its id, then not a header
+
+
+def test_an_unreadable_answer_is_no_acknowledgement_and_each_try_is_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """dnspython cannot read the answer (a DNSException): no acknowledgement, tried again
+    after the back-off until the tries run out, each failure logged with its reason."""
+    async def main() -> tuple[int, list[str], list[str]]:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        transport, peer = await loop.create_datagram_endpoint(lambda: Garbage(0), sock=sock)
+        port = sock.getsockname()[1]
+        results: list[str] = []
+        clock = FakeClock()
+        notifier = notify.Notifier("clusterset.local", (("127.0.0.1", port),), soa_of([8]),
+                                   None, results.append, clock)
+        prefix = f"NOTIFY of serial 8 to 127.0.0.1:{port}: "
+
+        def failures() -> list[str]:
+            return [r.getMessage() for r in caplog.records
+                    if r.levelno == logging.INFO and r.getMessage().startswith(prefix)]
+
+        notifier.start()
+        notifier.changed()
+        try:
+            deadline = loop.time() + 10  # a bound, not a measure
+            while "failed" not in results and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+                if results.count("sent") == len(failures()):
+                    clock.jump()  # only once the try has ended on the unreadable answer
+        finally:
+            await notifier.stop()
+            transport.close()
+        return len(peer.received), results, failures()
+
+    with caplog.at_level(logging.INFO, logger="clusterset_dns.transfers.notify"):
+        received, results, failures = asyncio.run(main())
+    assert (received, results) == (notify.ATTEMPTS, ["sent"] * notify.ATTEMPTS + ["failed"])
+    assert len(failures) == notify.ATTEMPTS
+    assert {f.split(": ", 1)[1] for f in failures} == {
+        "The DNS packet passed to from_wire() is too short."}
