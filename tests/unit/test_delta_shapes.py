@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from clusterset_dns.base.names import ZoneNames, to_wire
+from clusterset_dns.transfers.journal import Journal
 from clusterset_dns.zone import delta
 from clusterset_dns.zone.cache import (
     Cache,
@@ -119,6 +120,9 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         (middle, None),
         (middle, slices[middle]),
     ]
+    # and the same history: what each update changed, as the IXFR journal keeps it
+    journals = (Journal(100), Journal(100))
+    whole.on_change, diff.on_change = journals[0].record, journals[1].record
     lists = diff._headless[SERVICE]
     for key, piece in steps:
         for cache in (whole, diff):
@@ -126,6 +130,9 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         # the same lists, changed in place: a rebuild would have made new ones
         assert diff._headless[SERVICE] is lists, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
+        assert [(d.old_serial, d.new_serial, d.removed, d.added) for d in journals[0].diffs] \
+            == [(d.old_serial, d.new_serial, d.removed, d.added) for d in journals[1].diffs]
+    assert len(journals[1].diffs) == len(steps)
     # an endpoint with two addresses, a slice whose every endpoint has two (no count of
     # one among them), or one with other ports, is not of the shape: the service is
     # rebuilt whole, every answer of the lists replaced (delta.all_keys), then kept as
