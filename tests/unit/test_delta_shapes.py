@@ -389,3 +389,32 @@ def test_a_cut_srv_answer_keeps_the_record_that_fits_to_the_byte(longer: int, ke
     _same_zone(whole, diff)
     answer = diff.zone.answers[to_wire(SVC) + b"\x00\x21\x00\x01"]
     assert int.from_bytes(answer.heads[0][4:6]) == kept  # ANCOUNT (a head has no ID)
+
+
+def test_a_change_past_a_cut_srv_answers_last_record_keeps_that_answer() -> None:
+    """An SRV answer cut where the message is full (1,100 targets, one port, 1,007
+    kept): once the difference has made it (where it is cut is then known), an endpoint
+    whose name sorts past the last record kept is replaced by one sorting past it too
+    (as many targets: the same weight). The cut answer is kept as it is (the same
+    object, not made again), and equals a rebuild's."""
+    port = Port("", "tcp", 80)
+    hosts = [f"b{i:09d}" for i in range(1_100)]
+    endpoints = [Endpoint((_address(i, False),), host) for i, host in enumerate(hosts)]
+    slices = {("prod", f"web-{s}"): EndpointSlice(
+        "prod", f"web-{s}", "web", "east", tuple(endpoints[s * PER:(s + 1) * PER]), (port,))
+        for s in range(11)}
+    whole, diff = _caches(slices, (port,))
+    lists = diff._headless[SERVICE]
+    srv = to_wire(SVC) + b"\x00\x21\x00\x01"
+    key = ("prod", "web-10")
+    made = []
+    for i, host in enumerate(("c", "d")):  # each sorts after every b...
+        piece = replace(slices[key], endpoints=(
+            *slices[key].endpoints[:-1], Endpoint((_address(9_000 + i, False),), host)))
+        for cache in (whole, diff):
+            cache.apply([PutSlice(key, piece)])
+        assert diff._headless[SERVICE] is lists
+        _same_zone(whole, diff)
+        made.append(diff.zone.answers[srv])
+    assert int.from_bytes(made[0].heads[0][4:6]) == 1_007  # ANCOUNT: cut
+    assert made[1] is made[0]
