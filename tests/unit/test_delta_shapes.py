@@ -246,8 +246,10 @@ def test_a_cluster_whose_last_endpoint_leaves_or_first_comes_is_rebuilt_whole() 
     pair = replace(lone, endpoints=(*lone.endpoints, Endpoint((_address(7_001, False),), None)))
     whole, diff = _caches(slices, (HTTP,))
     none = replace(lone, endpoints=())
+    # (pair, lone, pair: the cluster's count goes down by one and up again, by difference)
     for piece, by_difference in ((lone, False), (pair, True), (none, False), (lone, False),
-                                 (pair, True), (lone, True), (none, False), (lone, False)):
+                                 (pair, True), (lone, True), (pair, True), (lone, True),
+                                 (none, False), (lone, False)):
         lists = diff._headless[SERVICE]
         for cache in (whole, diff):
             cache.apply([PutSlice(west, piece)])
