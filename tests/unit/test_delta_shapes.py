@@ -13,7 +13,7 @@ import pytest
 
 from clusterset_dns.base.names import ZoneNames, to_wire
 from clusterset_dns.transfers.journal import Journal
-from clusterset_dns.zone import delta
+from clusterset_dns.zone import delta, truncate
 from clusterset_dns.zone.cache import (
     Cache,
     PutImport,
@@ -130,6 +130,8 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         # the same lists, changed in place: a rebuild would have made new ones
         assert diff._headless[SERVICE] is lists, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
+        for cuts in diff.zone.cuts.values():  # the handler asks each for the rotation now
+            assert cuts.rotation.take() in range(truncate.ROTATIONS)
         assert [(d.old_serial, d.new_serial, d.removed, d.added) for d in journals[0].diffs] \
             == [(d.old_serial, d.new_serial, d.removed, d.added) for d in journals[1].diffs]
     assert len(journals[1].diffs) == len(steps)
@@ -420,3 +422,34 @@ def test_a_change_past_a_cut_srv_answers_last_record_keeps_that_answer() -> None
         made.append(diff.zone.answers[srv])
     assert int.from_bytes(made[0].heads[0][4:6]) == 1_007  # ANCOUNT: cut
     assert made[1] is made[0]
+
+
+def test_a_change_of_a_cut_srv_answers_first_record_left_out_makes_it_again() -> None:
+    """Cut where the message is full: 22 hostnames of 11 characters and 984 of 10 take
+    65,412 of the 65,477 bytes of records; the next, of 11 characters (66 bytes), is
+    left out, where one of 10 would fit. That first record left out replaced by one
+    sorting past every target: the answer is made again, and now holds the next one,
+    of 10 characters, as a rebuild does."""
+    port = Port("", "tcp", 80)
+    hosts = ([f"a{i:010d}" for i in range(22)] + [f"b{i:09d}" for i in range(984)]
+             + ["c0000000000"] + [f"d{i:09d}" for i in range(93)])
+    endpoints = [Endpoint((_address(i, False),), host) for i, host in enumerate(hosts)]
+    slices = {("prod", f"web-{s}"): EndpointSlice(
+        "prod", f"web-{s}", "web", "east", tuple(endpoints[s * PER:(s + 1) * PER]), (port,))
+        for s in range(11)}
+    whole, diff = _caches(slices, (port,))
+    lists = diff._headless[SERVICE]
+    srv = to_wire(SVC) + b"\x00\x21\x00\x01"
+    key = ("prod", "web-10")  # holds the c... and the d... hosts
+    in_slice = list(slices[key].endpoints)
+    # past the cut (the last d...): the difference makes the answer, learning its cut
+    in_slice[-1] = Endpoint((_address(9_000, False),), "e")
+    for cache in (whole, diff):
+        cache.apply([PutSlice(key, replace(slices[key], endpoints=tuple(in_slice)))])
+    assert int.from_bytes(diff.zone.answers[srv].heads[0][4:6]) == 1_006  # ANCOUNT
+    in_slice[6] = Endpoint((_address(9_001, False),), "f")  # in place of c0000000000
+    for cache in (whole, diff):
+        cache.apply([PutSlice(key, replace(slices[key], endpoints=tuple(in_slice)))])
+    assert diff._headless[SERVICE] is lists
+    _same_zone(whole, diff)
+    assert int.from_bytes(diff.zone.answers[srv].heads[0][4:6]) == 1_007
