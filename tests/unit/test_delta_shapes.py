@@ -395,13 +395,15 @@ def test_a_cut_srv_answer_keeps_the_record_that_fits_to_the_byte(longer: int, ke
     assert int.from_bytes(answer.heads[0][4:6]) == kept  # ANCOUNT (a head has no ID)
 
 
-def test_a_change_past_a_cut_srv_answers_last_record_keeps_that_answer() -> None:
+@pytest.mark.parametrize("name", ["", "http"])
+def test_a_change_past_a_cut_srv_answers_last_record_keeps_that_answer(name: str) -> None:
     """An SRV answer cut where the message is full (1,100 targets, one port, 1,007
     kept): once the difference has made it (where it is cut is then known), an endpoint
     whose name sorts past the last record kept is replaced by one sorting past it too
     (as many targets: the same weight). The cut answer is kept as it is (the same
-    object, not made again), and equals a rebuild's."""
-    port = Port("", "tcp", 80)
+    object, not made again), and equals a rebuild's. A named port has two such answers
+    (the service's and _http._tcp's): both kept."""
+    port = Port(name, "tcp", 80)
     hosts = [f"b{i:09d}" for i in range(1_100)]
     endpoints = [Endpoint((_address(i, False),), host) for i, host in enumerate(hosts)]
     slices = {("prod", f"web-{s}"): EndpointSlice(
@@ -410,6 +412,7 @@ def test_a_change_past_a_cut_srv_answers_last_record_keeps_that_answer() -> None
     whole, diff = _caches(slices, (port,))
     lists = diff._headless[SERVICE]
     srv = to_wire(SVC) + b"\x00\x21\x00\x01"
+    named = to_wire((b"_http", b"_tcp", *SVC)) + b"\x00\x21\x00\x01"
     key = ("prod", "web-10")
     made = []
     for i, host in enumerate(("c", "d")):  # each sorts after every b...
@@ -420,8 +423,12 @@ def test_a_change_past_a_cut_srv_answers_last_record_keeps_that_answer() -> None
         assert diff._headless[SERVICE] is lists
         _same_zone(whole, diff)
         made.append(diff.zone.answers[srv])
+        if name and not i:
+            kept_named = diff.zone.answers[named]
     assert int.from_bytes(made[0].heads[0][4:6]) == 1_007  # ANCOUNT: cut
     assert made[1] is made[0]
+    if name:
+        assert diff.zone.answers[named] is kept_named
 
 
 def test_a_change_of_a_cut_srv_answers_first_record_left_out_makes_it_again() -> None:
