@@ -15,7 +15,7 @@ import socket
 import struct
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -392,3 +392,67 @@ def test_a_collector_that_refuses_the_content_type_is_said_so(
         await collector.close()
 
     in_a_directory(body)
+
+
+# -- the connection's write buffer, and a STOP the collector does not read -------------------
+
+def test_the_connection_holds_write_high_bytes_before_the_sender_waits() -> None:
+    """The transport pauses the sender past WRITE_HIGH unsent bytes (asyncio's own
+    default is a quarter of it), and resumes it below a quarter of that."""
+    async def body(path: str, clock: FakeClock) -> tuple[int, int]:
+        collector = Pausing()
+        server = await asyncio.start_unix_server(collector.serve, path)
+        tap = dnstap.Tap(DnstapTarget(path=path), "", "", 10, Stats(), clock)
+        _, writer = await tap._connect()
+        limits: tuple[int, int] = writer.transport.get_write_buffer_limits()
+        writer.close()
+        server.close()
+        return limits
+
+    with tempfile.TemporaryDirectory() as tmp:
+        limits = asyncio.run(asyncio.wait_for(body(str(Path(tmp) / "tap.sock"),
+                                                   FakeClock()), 30))
+    assert limits == (dnstap.WRITE_HIGH // 4, dnstap.WRITE_HIGH)
+
+
+class Stalled:
+    """A connection's writer whose buffer never drains (the collector reads nothing)."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    async def drain(self) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_stop_that_cannot_be_sent_is_given_up_after_stop_timeout() -> None:
+    """The goodbye's STOP waits STOP_TIMEOUT on the clock for room in the buffer, and no
+    longer: then the goodbye goes on, quietly."""
+    async def body() -> tuple[bool, bool, list[bytes]]:
+        clock = FakeClock()
+        tap = dnstap.Tap(TARGET, "", "", 10, Stats(), clock)
+        reader = asyncio.StreamReader()
+        reader.feed_data(wire.control_frame(wire.FINISH, None))
+        writer = Stalled()
+        gone: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        finishing = asyncio.ensure_future(tap._finish(
+            reader, cast(asyncio.StreamWriter, writer), gone))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert clock.pending() == [1000.0 + dnstap.STOP_TIMEOUT]
+        clock.advance(dnstap.STOP_TIMEOUT - 0.001)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        waited = not finishing.done()
+        clock.advance(0.001)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        await finishing  # no error: the goodbye ends quietly
+        return waited, gone.cancelled(), writer.written
+
+    waited, cancelled, written = asyncio.run(asyncio.wait_for(body(), 30))
+    assert waited and cancelled
+    assert written == [wire.control_frame(wire.STOP, None)]
