@@ -379,6 +379,38 @@ def test_an_unreadable_report_kills_the_worker_and_restarts_it(
     assert "TypeError: worker sent a str" in caplog.text
 
 
+def test_a_worker_whose_socket_ended_is_killed_once_5_s_pass_without_its_exit() -> None:
+    """The end of a worker's reports while its process runs on (it closed its end, or
+    hangs in its exit): it is waited for 5 s, then killed at the first poll past them
+    (polled here every 0.25 s), and restarted."""
+    async def scenario() -> tuple[list[float], list[str]]:
+        clock = FakeClock()
+        made, restarts = pool(1, clock)
+        worker = made.workers[0]
+        proc, _ = attach(worker)  # running: one kill ends it
+
+        async def spawn(_: workers.Worker) -> None:
+            pass
+
+        made._spawn = spawn  # type: ignore[method-assign,assignment]
+        killed_at: list[float] = []
+        kill = proc.kill
+
+        def timed_kill() -> None:
+            killed_at.append(clock.now)
+            kill()
+
+        proc.kill = timed_kill  # type: ignore[method-assign]
+        start = clock.now
+        reader = asyncio.StreamReader()
+        reader.feed_eof()
+        follow = asyncio.ensure_future(made._follow(worker, reader))
+        await driven(clock, follow, 0.25)
+        return [t - start for t in killed_at], restarts
+
+    assert run(scenario()) == ([5.25], ["exited"])
+
+
 @pytest.mark.parametrize("why", ["stopping", "replaced"])
 def test_an_end_while_stopping_or_after_a_replacement_restarts_nothing(why: str) -> None:
     async def scenario() -> tuple[workers.WorkerPool, list[str], Writer]:
