@@ -106,6 +106,8 @@ def test_a_frame_is_its_length_then_the_pickle() -> None:
     update = workers.Update(3, [SetSynced(True)])
     frame = workers._frame(update)
     assert frame[:4] == struct.pack("!I", len(frame) - 4)
+    # pickled with the highest protocol (parent and workers run the same interpreter)
+    assert frame[4:6] == pickle.PROTO + bytes([pickle.HIGHEST_PROTOCOL])
     assert pickle.loads(frame[4:]) == update
 
     async def read() -> object:
