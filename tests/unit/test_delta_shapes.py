@@ -460,3 +460,29 @@ def test_a_change_of_a_cut_srv_answers_first_record_left_out_makes_it_again() ->
     assert diff._headless[SERVICE] is lists
     _same_zone(whole, diff)
     assert int.from_bytes(diff.zone.answers[srv].heads[0][4:6]) == 1_007
+
+
+def test_srv_records_filling_the_message_to_the_byte_are_whole_without_tc() -> None:
+    """One unnamed port, 22 hostnames of 11 characters and 985 of 10: the SRV records
+    take 65,477 bytes, exactly what one TCP message holds after the header, question
+    and OPT; their glue cannot fit. Made by the difference (one hostname replaced by
+    another of its length), the answer holds every record, without TC, as a rebuild."""
+    port = Port("", "tcp", 80)
+    hosts = [f"a{i:010d}" for i in range(22)] + [f"b{i:09d}" for i in range(985)]
+    endpoints = [Endpoint((_address(i, False),), host) for i, host in enumerate(hosts)]
+    slices = {("prod", f"web-{s}"): EndpointSlice(
+        "prod", f"web-{s}", "web", "east", tuple(endpoints[s * PER:(s + 1) * PER]), (port,))
+        for s in range(11)}
+    whole, diff = _caches(slices, (port,))
+    lists = diff._headless[SERVICE]
+    key = ("prod", "web-10")
+    in_slice = list(slices[key].endpoints)
+    in_slice[-1] = Endpoint((_address(9_000, False),), "b999999999")
+    for cache in (whole, diff):
+        cache.apply([PutSlice(key, replace(slices[key], endpoints=tuple(in_slice)))])
+    assert diff._headless[SERVICE] is lists
+    _same_zone(whole, diff)
+    answer = diff.zone.answers[to_wire(SVC) + b"\x00\x21\x00\x01"]
+    assert len(answer.body) == 65_477
+    assert int.from_bytes(answer.heads[0][4:6]) == 1_007  # ANCOUNT
+    assert not answer.heads[0][0] & 0x02  # no TC (the flags' first byte: QR, AA, TC, RD)
