@@ -486,3 +486,38 @@ def test_srv_records_filling_the_message_to_the_byte_are_whole_without_tc() -> N
     assert len(answer.body) == 65_477
     assert int.from_bytes(answer.heads[0][4:6]) == 1_007  # ANCOUNT
     assert not answer.heads[0][0] & 0x02  # no TC (the flags' first byte: QR, AA, TC, RD)
+
+
+def test_srv_records_and_glue_filling_the_message_to_the_byte_keep_the_glue() -> None:
+    """Five unnamed ports, 202 targets (127 hostnames of 7 characters, 75 of 6): five
+    records a target and an A record each (16 bytes: every target is within a
+    pointer's reach in the first port's records) take 65,477 bytes, exactly what one
+    TCP message holds. Made by the difference (minimum 17 names), the answer keeps its
+    glue, as a rebuild."""
+    ports = tuple(Port("", "tcp", 80 + i) for i in range(5))
+    hosts = [f"h{i:06d}" for i in range(127)] + [f"g{i:05d}" for i in range(75)]
+    endpoints = [Endpoint((_address(i, False),), host) for i, host in enumerate(hosts)]
+    slices = {("prod", f"web-{s}"): EndpointSlice(
+        "prod", f"web-{s}", "web", "east", tuple(endpoints[s * PER:(s + 1) * PER]), ports)
+        for s in range(3)}
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), ports)
+    caches = []
+    for minimum in (None, 17):  # rebuilt whole; by difference
+        cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+        cache.incremental_min = minimum
+        cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices(slices), SetSynced(True)])
+        caches.append(cache)
+    whole, diff = caches
+    key = ("prod", "web-2")
+    in_slice = list(slices[key].endpoints)
+    lists = []
+    for step, host in enumerate(("g99998", "g99999")):  # the first keeps the lists
+        in_slice[-1] = Endpoint((_address(9_000 + step, False),), host)
+        for cache in (whole, diff):
+            cache.apply([PutSlice(key, replace(slices[key], endpoints=tuple(in_slice)))])
+        lists.append(diff._headless[SERVICE])
+    assert lists[1] is lists[0]  # the second by difference
+    _same_zone(whole, diff)
+    answer = diff.zone.answers[to_wire(SVC) + b"\x00\x21\x00\x01"]
+    assert len(answer.body) == 65_477
+    assert int.from_bytes(answer.heads[0][8:10]) == 202  # ARCOUNT: the glue, every A
