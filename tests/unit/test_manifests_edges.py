@@ -506,3 +506,30 @@ def test_a_linked_path_is_read_through_the_directory_resolved_first(
     assert sorted(source.files) == [path / "web.yaml"]
     assert [i.ips for i in source.files[path / "web.yaml"].imports.values()] == \
         [i.ips for i in read(tmp_path / "rev1" / "web.yaml").imports.values()]
+
+
+def test_a_linked_path_swapped_during_a_read_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git-sync's layout with the path's link moved to the next revision while a file is
+    read (and left there): no file is a link, so only the path's own re-check sees it;
+    what was read is dropped and the new revision read whole."""
+    write(tmp_path / "rev1" / "web.yaml", [WEB])
+    write(tmp_path / "rev2" / "web.yaml", [service_import("web", ips=["10.7.0.7"])])
+    path = tmp_path / "current"
+    path.symlink_to("rev1")
+    real_read = manifests.read_file
+    reads: list[Path | None] = []
+
+    def swapping(*args: Any) -> manifests.FileObjects:
+        reads.append(args[-1])
+        if len(reads) == 1:
+            (tmp_path / "next").symlink_to("rev2")
+            os.replace(tmp_path / "next", path)
+        return real_read(*args)
+
+    monkeypatch.setattr(manifests, "read_file", swapping)
+    source = source_over(path)
+    assert source.scan()
+    assert reads == [tmp_path / "rev1" / "web.yaml", tmp_path / "rev2" / "web.yaml"]
+    assert [i.ips for i in source.files[path / "web.yaml"].imports.values()] == \
+        [i.ips for i in read(tmp_path / "rev2" / "web.yaml").imports.values()]
