@@ -533,3 +533,15 @@ def test_a_linked_path_swapped_during_a_read_is_read_again(
     assert reads == [tmp_path / "rev1" / "web.yaml", tmp_path / "rev2" / "web.yaml"]
     assert [i.ips for i in source.files[path / "web.yaml"].imports.values()] == \
         [i.ips for i in read(tmp_path / "rev2" / "web.yaml").imports.values()]
+
+
+def test_the_cluster_id_is_set_once_until_it_changes(tmp_path: Path) -> None:
+    """A change of another file leaves the cluster id as it was set: no SetClusterId."""
+    write(tmp_path / "about.yaml", [cluster_property("east")])
+    source = source_over(tmp_path)
+    assert [op.cluster_id for op in source.poll() if isinstance(op, SetClusterId)] == ["east"]
+    write(tmp_path / "web.yaml", [WEB])
+    ops = source.poll()
+    assert ops and not any(isinstance(op, SetClusterId) for op in ops)
+    write(tmp_path / "about.yaml", [cluster_property("west")])
+    assert [op.cluster_id for op in source.poll() if isinstance(op, SetClusterId)] == ["west"]
