@@ -154,12 +154,14 @@ class RecordBuilder:
     def _address_cuts(answer: wire.Answer, head: bytes, family: list[Packed],
                       ranks: dict[Packed, int] | None, rotation: truncate.Rotation,
                       bit: int) -> truncate.Cuts:
+        # The answer's body is the records of ``kept`` in turn (a cut one ends after the
+        # last record that fits): the cuts share it whenever they walk that order.
         kept = family[: int.from_bytes(answer.heads[0][4:6])]  # all, unless cut for TCP
         if ranks is None:  # the addresses' own order; one endpoint each
-            return truncate.address_cuts(head, kept, answer.body if kept is family else None,
-                                         range(len(kept)), len(kept), rotation, bit)
+            return truncate.address_cuts(head, kept, answer.body, range(len(kept)), len(kept),
+                                         rotation, bit)
         order = sorted(kept, key=lambda packed: ranks[packed])  # stable: numeric within
-        return truncate.address_cuts(head, order, answer.body if order == family else None,
+        return truncate.address_cuts(head, order, answer.body if order == kept else None,
                                      [ranks[packed] for packed in order], len(set(ranks.values())),
                                      rotation, bit)
 
