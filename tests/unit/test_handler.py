@@ -676,3 +676,14 @@ def test_the_extended_rcode_byte_of_a_query_adds_nothing_to_its_payload() -> Non
     data[-6] = 0xFF  # the OPT's extended rcode: 11 bytes from the end, 5 in
     response = handler.handle(bytes(data), False)
     assert response is not None and len(response) <= size - 1 and response[2] & 0x02
+
+
+@pytest.mark.parametrize("kw", [{}, {"edns": 0, "payload": 512}], ids=["plain", "edns-512"])
+def test_the_fast_path_answers_over_tcp_what_udp_could_not_carry(kw: dict[str, Any]) -> None:
+    """Over TCP the room is a TCP message's, whatever the client's UDP size: the fast path
+    answers (the slow path is not needed), with the slow path's bytes."""
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
+    data = query(BIG, "A", **kw)
+    tail = handler.fast(data[2:], True)
+    assert tail is not None and len(tail) > 512
+    assert data[:2] + tail == handler.slow(data, True)
