@@ -14,6 +14,7 @@ import dns.rcode
 import pytest
 
 from clusterset_dns.serving import handler as handler_module
+from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.stats import Stats
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
@@ -687,3 +688,16 @@ def test_the_fast_path_answers_over_tcp_what_udp_could_not_carry(kw: dict[str, A
     tail = handler.fast(data[2:], True)
     assert tail is not None and len(tail) > 512
     assert data[:2] + tail == handler.slow(data, True)
+
+
+def test_the_fast_path_counts_each_answer_once_under_its_type() -> None:
+    """Over TCP nothing is remembered: each query takes the fast path. Type 284 (0x011C)
+    is counted as "other", not as AAAA (28, its low byte)."""
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
+    for _ in range(2):
+        for kw in ({}, {"edns": 0}):
+            for qtype in ("A", "TYPE284"):
+                data = query(WEB, qtype, **kw)
+                assert handler.fast(data[2:], True) is not None
+    counted = {counters.slot_of(i): n for i, n in enumerate(handler.stats.requests) if n}
+    assert counted == {("A", "tcp", None, 0): 4, ("other", "tcp", None, 0): 4}
