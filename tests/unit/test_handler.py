@@ -701,3 +701,18 @@ def test_the_fast_path_counts_each_answer_once_under_its_type() -> None:
                 assert handler.fast(data[2:], True) is not None
     counted = {counters.slot_of(i): n for i, n in enumerate(handler.stats.requests) if n}
     assert counted == {("A", "tcp", None, 0): 4, ("other", "tcp", None, 0): 4}
+
+
+@pytest.mark.parametrize("kw", [{}, {"edns": 0}], ids=["plain", "edns"])
+@pytest.mark.parametrize(("qname", "qtype", "remembered"), [
+    (WEB, "TXT", True),
+    (WEB, "HTTPS", True),  # 65: only the type's low byte, a capital A, is lowered in the key
+    (WEB, "TYPE16641", False),  # 0x4101: the type's high byte is the capital A
+    ("Web.prod.svc.clusterset.local.", "TXT", False),  # mixed case (DNS 0x20)
+])
+def test_a_udp_answer_is_remembered_only_for_a_name_in_lower_case(
+        qname: str, qtype: str, remembered: bool, kw: dict[str, Any]) -> None:
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP)
+    data = query(qname, qtype, **kw)
+    assert handler.fast(data[2:], False) is not None
+    assert (handler.responses.get(data[2:]) is not None) == remembered
