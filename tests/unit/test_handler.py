@@ -652,6 +652,9 @@ def test_the_opt_tails_learned_are_cleared_at_exactly_their_bound() -> None:
     for size in range(512, 512 + cap):
         assert handler.handle(query(WEB, "A", edns=0, payload=size), False) is not None
     assert len(handler._tails) == cap  # the last one that fits
+    # a tail learned already is found, not learned again (which would start over)
+    assert handler.fast(query(WEB, "A", edns=0, payload=512)[2:], True) is not None
+    assert len(handler._tails) == cap
     assert handler.handle(query(WEB, "A", edns=0, payload=512 + cap), False) is not None
     assert len(handler._tails) == 1
 
