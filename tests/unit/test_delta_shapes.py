@@ -130,6 +130,9 @@ def test_a_difference_equals_a_rebuild_in_every_shape(shape: str) -> None:
         # the same lists, changed in place: a rebuild would have made new ones
         assert diff._headless[SERVICE] is lists, "rebuilt whole: not the difference's path"
         _same_zone(whole, diff)
+        # and where each answer's additional section starts (a transfer leaves it out)
+        assert {k: v.glue_at for k, v in whole.zone.every_answer()} == \
+            {k: v.glue_at for k, v in diff.zone.every_answer()}
         for cuts in diff.zone.cuts.values():  # the handler asks each for the rotation now
             assert cuts.rotation.take() in range(truncate.ROTATIONS)
         assert [(d.old_serial, d.new_serial, d.removed, d.added) for d in journals[0].diffs] \
