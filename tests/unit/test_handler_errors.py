@@ -142,3 +142,16 @@ def test_before_the_first_sync_a_name_not_there_gets_servfail_not_ready(
                                    + question_of(data) + extra)
     ede_code = 14 if edns is not None else None  # the EDE goes only where an OPT does
     assert counted(h) == {("SRV", transport(tcp), ede_code, SERVFAIL): 1}
+
+
+@TCP
+@pytest.mark.parametrize("edns", [None, 0])
+def test_each_error_is_counted_once_more(tcp: bool, edns: int | None) -> None:
+    """Errors are never remembered: every one is worked out and counted again."""
+    h, unsynced = handler(), handler(synced=False)
+    for _ in range(3):
+        h.handle(query("example.com.", edns=edns), tcp)
+        unsynced.handle(query("nothere.prod.svc.clusterset.local.", edns=edns), tcp)
+    assert counted(h) == {("A", transport(tcp), None, REFUSED): 3}
+    ede_code = 14 if edns is not None else None
+    assert counted(unsynced) == {("A", transport(tcp), ede_code, SERVFAIL): 3}

@@ -55,12 +55,14 @@ def mixed_case(name: str) -> str:
 
 @pytest.mark.parametrize(("qname", "qtype", "rcode"), NEGATIVE,
                          ids=[f"{n}-{t}" for n, t, _ in NEGATIVE])
-def test_a_remembered_negative_gives_the_bytes_of_a_fresh_one(qname: str, qtype: str,
-                                                               rcode: int) -> None:
+def test_a_remembered_negative_gives_the_bytes_of_a_fresh_one(
+        qname: str, qtype: str, rcode: int, monkeypatch: pytest.MonkeyPatch) -> None:
     handler = fresh()
     first = ask(handler, query(qname, qtype, qid=0x4242))  # works it out, remembers it
     assert first.rcode == rcode
     assert len(handler.zone.negatives) == 1
+    # From now on the fast path finds it remembered: it is never worked out again.
+    monkeypatch.setattr(handler, "_negative", lambda key: pytest.fail(f"{key!r} again"))
     for kw in VARIANTS:
         for name in (qname, qname.upper(), mixed_case(qname)):
             data = query(name, qtype, **kw)
@@ -80,6 +82,19 @@ def test_hits_and_slow_path_answers_are_not_remembered() -> None:
     assert ask(handler, query(TYPO, "A", rdclass="CH")).rcode == dns.rcode.REFUSED
     assert ask(handler, query(WEB, "ANY")).rcode == dns.rcode.NOERROR
     assert handler.zone.negatives == {}
+
+
+@pytest.mark.parametrize("qtype", ["TYPE507", "TYPE508", "TYPE511"])
+def test_a_type_with_the_low_byte_of_ixfr_axfr_or_any_is_remembered(qtype: str) -> None:
+    """Types 507, 508 and 511 are plain types (their high byte is not 0): their
+    negatives are remembered like any other's, not left to the slow path."""
+    handler = fresh()
+    for name in (TYPO, WEB):
+        data = query(name, qtype)
+        assert ask(handler, data).rcode == (dns.rcode.NXDOMAIN if name == TYPO
+                                            else dns.rcode.NOERROR)
+        assert handler.handle(data, False) == handler._slow(data, False)
+    assert len(handler.zone.negatives) == 2
 
 
 def test_not_remembered_before_the_first_sync() -> None:
