@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import dns.edns
+import dns.flags
 import dns.message
 import dns.rcode
 import pytest
 
 from clusterset_dns.serving import handler as handler_module
+from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.sources import convert
 from clusterset_dns.zone import wire
@@ -141,10 +143,7 @@ def test_not_synced_servfail_and_nodata_are_not_ready() -> None:
     assert ede_of(handler.handle(query(WEB, "TXT", edns=0), False) or b"") is None
 
 
-@pytest.mark.parametrize("payload", [512, 600, 700, 1232])
-@pytest.mark.parametrize("tcp", [False, True])
-def test_sizes_stay_within_the_limit_and_only_the_option_gives_way(payload: int,
-                                                                   tcp: bool) -> None:
+def _long_names() -> tuple[Handler, str]:
     """A 63-byte hostname under a 63-byte cluster id and service: a question of about
     220 bytes, whose explained NXDOMAIN needs more than 512 bytes."""
     svc, cluster, host = "s" * 63, "c" * 63, "h" * 63
@@ -153,7 +152,15 @@ def test_sizes_stay_within_the_limit_and_only_the_option_gives_way(payload: int,
         [endpoint_slice("p" * 200, svc, cluster=cluster,
                         endpoints=[endpoint("10.2.0.1", hostname=host, ready=False)])]).zone,
         DEFAULT_UDP_CAP)
-    data = query(f"{host}.{cluster}.{svc}.prod.{Z}", "A", edns=0, payload=payload)
+    return handler, f"{host}.{cluster}.{svc}.prod.{Z}"
+
+
+@pytest.mark.parametrize("payload", [512, 600, 700, 1232])
+@pytest.mark.parametrize("tcp", [False, True])
+def test_sizes_stay_within_the_limit_and_only_the_option_gives_way(payload: int,
+                                                                   tcp: bool) -> None:
+    handler, name = _long_names()
+    data = query(name, "A", edns=0, payload=payload)
     for response in (handler.handle(data, tcp), handler.handle(data, tcp),
                      handler._slow(data, tcp)):
         assert response is not None
@@ -168,6 +175,37 @@ def test_sizes_stay_within_the_limit_and_only_the_option_gives_way(payload: int,
         else:
             assert len(explained[1].encode()) == wire.EDE_TEXT_MAX
         assert (explained is None) == (payload == 512 and not tcp)
+
+
+def test_the_option_goes_along_when_it_fits_to_the_byte() -> None:
+    """The slow path's explained NXDOMAIN (a query with an option other than the OPT's
+    payload takes it) keeps the EDE in exactly as many bytes as it takes, loses it (and
+    only it: no TC) in one byte less; each answer is counted, with the EDE or without."""
+    handler, name = _long_names()
+    cookie = [dns.edns.GenericOption(10, b"\x01" * 8)]
+
+    def ask_udp(payload: int) -> bytes | None:
+        return handler.handle(query(name, "A", edns=0, payload=payload, options=cookie,
+                                    qid=7), False)
+
+    whole = handler.handle(query(name, "A", edns=0, options=cookie, qid=7), True)
+    assert whole is not None
+    explained = ede_of(whole)
+    assert explained is not None
+    size = len(whole)
+    assert 512 < size < DEFAULT_UDP_CAP  # the client's payload is the limit
+    option = 4 + 2 + len(explained[1].encode())  # code, length, info-code, text
+    for _ in range(2):
+        assert ask_udp(size) == whole
+        without = ask_udp(size - 1)
+        assert without is not None and ede_of(without) is None
+        msg = dns.message.from_wire(without)
+        assert msg.rcode() == dns.rcode.NXDOMAIN and not msg.flags & dns.flags.TC
+        assert len(without) == size - option and len(msg.authority) == 1
+    counts = {counters.slot_of(i): n for i, n in enumerate(handler.stats.requests) if n}
+    assert counts == {("A", "tcp", wire.EDE_OTHER, wire.NXDOMAIN): 1,
+                      ("A", "udp", wire.EDE_OTHER, wire.NXDOMAIN): 2,
+                      ("A", "udp", None, wire.NXDOMAIN): 2}
 
 
 def test_text_is_cut_on_a_character_boundary() -> None:

@@ -180,19 +180,23 @@ def test_a_query_the_signer_rejects_gets_its_answer_or_nothing(error: bytes,
     assert signer.signed == []
 
 
-def test_the_room_for_the_signature_is_kept_to_the_byte() -> None:
-    """A UDP answer without EDNS has 512 bytes less the signer's room: the SOA answer
-    that fits them exactly is whole; with one byte more of room it is TC."""
-    query = unsigned()
+@pytest.mark.parametrize("edns", [False, True])
+def test_the_room_for_the_signature_is_kept_to_the_byte(edns: bool) -> None:
+    """A UDP answer has the client's limit (512 bytes without EDNS, our cap for a payload
+    above it) less the signer's room: the SOA answer that fits them exactly is whole;
+    with one byte more of room it is TC, with no record (the SOA has no smaller form)
+    and with our OPT for an EDNS query."""
+    query = unsigned(edns=edns)
     plain = handler_without_key().handle(query, False)
     assert plain is not None and not plain[2] & 0x02
-    room = 512 - len(plain)  # the answer fills what is left exactly
+    room = (CAP if edns else 512) - len(plain)  # the answer fills what is left exactly
     handler, _ = keyed(room)
     assert handler.handle(signed(query, tsig_record()), False, lambda: "127.0.0.1") == \
         plain + b"<signed>"
     handler, _ = keyed(room + 1)
     cut = handler.handle(signed(query, tsig_record()), False, lambda: "127.0.0.1")
-    assert cut == head(QR | AA | TC | RD, 0) + question_of(query) + b"<signed>"
+    assert cut == (head(QR | AA | TC | RD, 1 if edns else 0) + question_of(query)
+                   + (opt(False) if edns else b"") + b"<signed>")
     assert handler.stats.truncated == 1
 
 

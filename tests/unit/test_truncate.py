@@ -698,6 +698,32 @@ def test_address_cuts_of_no_address_keep_nothing() -> None:
     assert all(cuts.form(index, 10_000, 40) is None for index in range(truncate.ROTATIONS))
 
 
+def test_the_additional_section_goes_first_to_the_byte() -> None:
+    """RFC 2181 9: an SRV answer whose records fit but not with their targets' addresses
+    is sent without them and without TC. The least payload that gets no TC is exactly
+    the size of that answer (the records fill it to the byte), one byte less is TC, and
+    the addresses come back only where everything fits."""
+    name = f"mid.prod.{Z}"
+    handler = Handler(build_cache(
+        [service_import("mid", type_="Headless", ports=HTTP)],
+        [endpoint_slice("mid-a", "mid", cluster="east", ports=HTTP,
+                        endpoints=[endpoint(f"10.5.0.{i + 1}") for i in range(10)])]).zone,
+        DEFAULT_UDP_CAP)
+    full = ask(handler, query(name, "SRV", edns=0, qid=5), tcp=True)
+    assert len(full.answer) == 10 and len(full.additional) == 10
+    replies = {payload: ask(handler, query(name, "SRV", edns=0, payload=payload, qid=5))
+               for payload in range(512, len(full.wire) + 1)}
+    least = min(p for p, reply in replies.items() if not reply.has(dns.flags.TC))
+    assert 512 < least < len(full.wire)
+    alone = replies[least]
+    assert len(alone.wire) == least
+    assert (alone.answer, alone.additional) == (full.answer, [])
+    assert replies[least - 1].has(dns.flags.TC)
+    assert all(not reply.has(dns.flags.TC) and reply.additional == []
+               for p, reply in replies.items() if least <= p < len(full.wire))
+    assert replies[len(full.wire)].wire == full.wire
+
+
 def test_no_form_when_not_even_one_record_fits() -> None:
     """None (the handler then answers TC without records), not a form of no record."""
     key, answer = _zone_answer([LONG, SHORT])
