@@ -399,8 +399,10 @@ A_RECORD = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04\x0a\x00\x00\x01"
     b"", b"\x12", b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00", _valid()[:11],
 ], ids=["empty", "1-byte", "11-bytes", "valid-cut-to-11"])
 def test_no_header_no_answer(handler: Handler, data: bytes) -> None:
+    before = handler.stats.dropped
     assert handler.handle(data, False) is None
     assert handler.handle(data, True) is None
+    assert handler.stats.dropped == before + 2  # each one counted
 
 
 @pytest.mark.parametrize("data", [
@@ -409,8 +411,10 @@ def test_no_header_no_answer(handler: Handler, data: bytes) -> None:
     _with_flags(_valid(), 0x8000 | 0x2000),
 ], ids=["response", "aa-response", "edns-response", "header-only-response", "response-notify"])
 def test_responses_are_never_answered(handler: Handler, data: bytes) -> None:
+    before = handler.stats.dropped
     assert handler.handle(data, False) is None
     assert handler.handle(data, True) is None
+    assert handler.stats.dropped == before + 2  # each one counted
 
 
 def _check_error(handler: Handler, data: bytes, rcode: int) -> dns.message.Message:

@@ -155,3 +155,16 @@ def test_each_error_is_counted_once_more(tcp: bool, edns: int | None) -> None:
     assert counted(h) == {("A", transport(tcp), None, REFUSED): 3}
     ede_code = 14 if edns is not None else None
     assert counted(unsynced) == {("A", transport(tcp), ede_code, SERVFAIL): 3}
+
+
+def test_a_bug_costs_one_answer_counted_as_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception on the slow path (a bug) is caught: no answer, one drop each time."""
+    h = handler()
+
+    def broken(*args: object) -> bytes:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(h, "_slow", broken)
+    for tcp in (False, True, False):
+        assert h.slow(query("example.com."), tcp) is None
+    assert h.stats.dropped == 3 and counted(h) == {}
