@@ -468,9 +468,12 @@ def test_formerr(handler: Handler, data: bytes) -> None:
     assert msg.rcode() == dns.rcode.FORMERR
 
 
-def test_records_in_other_sections_are_skipped(handler: Handler) -> None:
-    """A well-formed record in the answer section of a query does not stop the answer."""
-    data = _with_counts(HEADER + QUESTION + A_RECORD + OPT, 1, an=1, ar=1)
+@pytest.mark.parametrize(("an", "ns"), [(1, 0), (0, 1), (1, 1)])
+def test_records_in_other_sections_are_skipped(handler: Handler, an: int, ns: int) -> None:
+    """Well-formed records in the answer and authority sections of a query do not stop
+    the answer, and the OPT after them is found."""
+    data = _with_counts(HEADER + QUESTION + A_RECORD * (an + ns) + OPT, 1, an=an, ns=ns,
+                        ar=1)
     reply = ask(handler, data)
     assert reply.answer == [f"{WEB} 5 in a 10.1.0.1"]
     assert reply.msg.opt is not None
@@ -640,6 +643,20 @@ def test_an_ixfr_over_udp_without_the_sender_is_truncated_not_empty() -> None:
     reply = dns.message.from_wire(response)
     assert reply.flags & dns.flags.TC and reply.id == dns.message.from_wire(data).id
     assert str(reply.question[0]) == "clusterset.local. IN IXFR"
+    assert reply.edns == 0 and reply.payload == DEFAULT_UDP_CAP  # our OPT: an EDNS query
+
+
+def test_an_ixfr_over_udp_that_does_not_fit_is_truncated_with_our_opt() -> None:
+    """The transfers answer None (too big for the client's limit): TC, and an EDNS
+    query's TC carries our OPT like any answer to it (RFC 6891 7)."""
+    handler = Handler(build_cache(IMPORTS, SLICES).zone, DEFAULT_UDP_CAP,
+                      udp_transfer=lambda data, peer, limit: None)
+    data = _ixfr_udp()
+    response = handler.handle(data, False, lambda: "127.0.0.1")
+    assert response
+    reply = dns.message.from_wire(response)
+    assert reply.flags & dns.flags.TC and reply.answer == []
+    assert reply.edns == 0 and reply.payload == DEFAULT_UDP_CAP
 
 
 def test_the_stats_given_are_the_ones_counted() -> None:
