@@ -12,7 +12,7 @@ from ipaddress import ip_address
 
 import pytest
 
-from clusterset_dns.base.names import ZoneNames
+from clusterset_dns.base.names import ZoneNames, to_wire
 from clusterset_dns.process.dump import zone_lines
 from clusterset_dns.zone import delta, rrs, serials
 from clusterset_dns.zone.cache import (
@@ -77,6 +77,9 @@ def _cache(**kwargs: object) -> Cache:
     return Cache(ZoneNames(ZONE), 5, clock=lambda: NOW, **kwargs)  # type: ignore[arg-type]
 
 
+WEB = _ip_import("web", "10.9.0.1")
+LONG = _ip_import("y" * 64, "10.9.0.6")  # a service name that is no label
+LONG_SLICE = _slice("x-1", "x" * 64, "10.1.0.3")
 BASE: list[Op] = [_ip_import("web", "10.9.0.1"), _headless("db"),
                   _slice("db-1", "db", "10.1.0.1", "10.1.0.2"), SetSynced(True)]
 
@@ -102,6 +105,9 @@ BASE: list[Op] = [_ip_import("web", "10.9.0.1"), _headless("db"),
     ([SetTopologyZone("z1")], 0, 0),
     ([ReplaceImports({})], 2, 0),
     ([ReplaceSlices({})], 1, 0),
+    # a relist with an object that does not fit: reported, the rest applied
+    ([ReplaceImports({("ns", "web"): WEB.obj, ("ns", "y" * 64): LONG.obj})], 2, 1),
+    ([ReplaceSlices({("ns", "x-1"): LONG_SLICE.obj})], 2, 1),
     ([_ip_import("web", "10.9.0.2"), _ip_import("web", "10.9.0.3")], 1, 0),
 ])
 def test_an_update_reports_the_services_it_rebuilt(ops: list[Op], rebuilt: int,
@@ -389,6 +395,38 @@ def test_by_default_lists_are_kept_from_the_minimum_on(count: int, kept: bool) -
     assert (("ns", "big") in cache._headless) is kept
 
 
+def _encoded(cache: Cache, name: str) -> bool | None:
+    """Whether the endpoint name's A answer is stored (encoded at update time), or
+    answered on first use (Zone.hosts: False); None: neither."""
+    owner = to_wire(tuple(label.encode() for label in name.split(".") if label))
+    if owner + b"\x00\x01\x00\x01" in cache.zone.answers:
+        return True
+    return False if cache.zone.host(owner) is not None else None
+
+
+@pytest.mark.parametrize(("count", "minimum", "lazy", "encoded"), [
+    (20, 2, True, True),  # from the minimum on: encoded, for the lists
+    (20, 20, True, True),
+    (20, 21, True, False),  # below it: on first use
+    (20, None, True, False),  # never kept as lists
+    (20, 2, False, True),  # Cache(lazy=False): always encoded
+])
+def test_endpoint_names_are_encoded_for_a_service_kept_as_lists_only(
+        count: int, minimum: int | None, lazy: bool, encoded: bool) -> None:
+    cache = _cache(lazy=lazy)
+    cache.incremental_min = minimum
+    cache.apply([*BIG[:2], SetSynced(True)])
+    # the first list (until the sync) starts no lists: on first use, unless lazy=False
+    assert _encoded(cache, f"p1.east.big.ns.{S}") is not lazy
+    cache.apply([_big("big-1", 1, count)])  # p1 to p20: changed after the sync
+    assert _encoded(cache, f"p1.east.big.ns.{S}") is encoded
+    assert (("ns", "big") in cache._headless) is (encoded and minimum is not None)
+    assert _encoded(cache, f"h0.east.db.ns.{S}") is None
+    cache.apply(BASE)  # a service of 2 endpoint names: encoded from a minimum of 2 on
+    assert _encoded(cache, f"h0.east.db.ns.{S}") is (
+        not lazy or (minimum is not None and minimum <= 2))
+
+
 def test_a_service_built_after_the_sync_from_the_list_keeps_no_lists() -> None:
     """Built in the background (pending): as it stood at the sync, which starts no
     lists (they cost memory for services that may never change); its first change does."""
@@ -423,8 +461,11 @@ def test_a_bug_in_a_difference_raises_and_the_next_update_rebuilds_whole(
         raise RuntimeError("bug")
     monkeypatch.setattr(delta, "update", broken)
     whole.apply([_big("big-1", 0, 19)])
-    with pytest.raises(RebuildError):
+    with pytest.raises(RebuildError) as raised:
         lists.apply([_big("big-1", 0, 19)])
+    assert str(raised.value) == ("1 service(s) could not be rebuilt, e.g. ('ns', 'big'): "
+                                 "RuntimeError('bug')")
+    assert repr(raised.value.__cause__) == "RuntimeError('bug')"
     assert ("ns", "big") not in lists._headless
     assert ("ns", "big") in lists._failed
     monkeypatch.undo()
