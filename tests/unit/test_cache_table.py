@@ -348,6 +348,7 @@ DIFFERENCES: list[tuple[list[Op], bool, bool]] = [
     ([PutSlice(("ns", "big-2"), None), _big("big-1", 0, 10)], False, False),  # too few
     ([_big("big-1", 0, 20), _big("big-2", 20, 20)], True, False),  # rebuilt whole
     ([_big("big-1", 0, 19)], True, True),
+    ([PutSlice(("ns", "big-1"), None), PutSlice(("ns", "big-2"), None)], False, False),
     ([PutImport(("ns", "big"), None)], False, False),
 ]
 
@@ -439,6 +440,21 @@ def test_a_service_built_after_the_sync_from_the_list_keeps_no_lists() -> None:
     assert not cache._headless and not cache.pending
     cache.apply([_big("big-1", 0, 19)])
     assert ("ns", "big") in cache._headless
+
+
+def test_a_preferring_service_stays_on_its_lists_while_it_has_one_tier() -> None:
+    """PreferClose: the server's zone alone (no cluster id) makes no tiers; the update it
+    brings touches no slice, the same lists. The cluster id known: tiers, rebuilt whole."""
+    whole, lists = _cache(), _cache()
+    whole.incremental_min, lists.incremental_min = None, 2
+    for cache in (whole, lists):
+        cache.apply([_headless("big", Prefer.ZONE), *BIG[1:]])
+        cache.apply([_big("big-1", 0, 19)])
+    state = lists._headless[("ns", "big")]
+    for ops, kept in [([SetTopologyZone("z1")], True), ([SetClusterId("east")], False)]:
+        assert lists.apply(ops).rebuilt == whole.apply(ops).rebuilt == 1
+        assert (lists._headless.get(("ns", "big")) is state) is kept
+        assert zone_lines(lists) == zone_lines(whole)
 
 
 def test_a_difference_journals_the_records_that_changed() -> None:
