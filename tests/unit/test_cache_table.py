@@ -544,3 +544,20 @@ def test_a_rejection_put_by_a_source_keeps_its_reference() -> None:
     copy = cache.rejections_of(("ns", "db"))
     copy.clear()  # a copy: the cache's own stays
     assert set(cache.rejections_of(("ns", "db"))) == {BAD_SLICE}
+
+
+def test_a_cache_starts_as_configured() -> None:
+    """Where the server runs and what it serves, as given; by default nothing is
+    measured for programming and endpoint names are answered on first use."""
+    cache = Cache(ZoneNames(ZONE), 5, cluster_id="east", topology_zone="z1",
+                  node_name="node-1", serve_terminating=True)
+    builder = cache.builder
+    assert (builder.cluster_id, builder.topology_zone, builder.node_name,
+            builder.serve_terminating) == ("east", "z1", "node-1", True)
+    cache.apply([*BASE, _slice("db-2", "db", "10.1.0.9", trigger=12.5)])
+    assert cache.programmed == [] and not cache.record_programming
+    assert cache.lazy and not cache.defer and not cache.pending
+    plain = Cache(ZoneNames(ZONE), 5)
+    plain.apply(BASE)
+    assert _encoded(plain, f"h0.east.db.ns.{S}") is False  # on first use
+    assert plain.programmed == [] and not plain.pending
