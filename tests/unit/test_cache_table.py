@@ -561,3 +561,17 @@ def test_a_cache_starts_as_configured() -> None:
     plain.apply(BASE)
     assert _encoded(plain, f"h0.east.db.ns.{S}") is False  # on first use
     assert plain.programmed == [] and not plain.pending
+
+
+def test_the_cuts_of_a_service_go_with_its_answers() -> None:
+    """Answers too big for some UDP client keep their cuts (truncate.py) beside them;
+    a service shrunk or deleted leaves none behind."""
+    cache = _cache()
+    assert cache.names.svc == ZoneNames(ZONE).svc  # what explain reads its names from
+    cache.apply([*BIG, _big("big-1", 0, 40)])
+    big = {key for key in cache.zone.cuts if rrs.key_text(key).startswith("big.ns.")}
+    assert big  # 60 A records: more than 512 bytes
+    cache.apply([_big("big-1", 0, 1), PutSlice(("ns", "big-2"), None)])
+    assert not [key for key in cache.zone.cuts if b"\x03big\x02ns" in key]
+    cache.apply([*BIG[1:3], PutImport(("ns", "big"), None)])
+    assert not cache.zone.cuts
