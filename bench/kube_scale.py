@@ -45,6 +45,7 @@ from clusterset_dns_testkit.bench import cli
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.apiload import (
     api_memory_mib,
+    cpu_seconds,
     load,
     propagation,
     settle,
@@ -78,7 +79,9 @@ def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any
               f"{args.headless * args.endpoints} endpoints in {results['load_s']:.1f}s; "
               f"kube-apiserver + etcd {results['apiserver_etcd_rss_mib']:.0f} MiB", flush=True)
         results["settle_s"] = [settle(api)]  # each server starts on a quiet API server
+        before = api_cpu(api)
         proc, port, ours = start_ours(api, args)
+        ours["api_cpu_s"] = api_cpu(api) - before  # the API server's and etcd's, to the answer
         results["clusterset_dns"] = ours
         print(f"clusterset-dns: {ours}", flush=True)
         try:
@@ -89,11 +92,19 @@ def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any
             proc.wait(10)
         if args.coredns:
             results["settle_s"].append(settle(api))
+            before = api_cpu(api)
             coredns, theirs = start_coredns(api, args)
+            theirs["api_cpu_s"] = api_cpu(api) - before
             coredns.close()
             results["coredns"] = theirs
             print(f"coredns: {theirs}", flush=True)
     return results
+
+
+def api_cpu(api: KubeAPI) -> float:
+    """CPU seconds kube-apiserver and etcd have used so far."""
+    assert api.apiserver is not None and api.etcd is not None
+    return sum(cpu_seconds(proc.popen.pid) for proc in (api.apiserver, api.etcd))
 
 
 def sizes(text: str) -> list[int]:

@@ -21,6 +21,8 @@ from clusterset_dns.zone.table import EMPTY, HAS_RECORDS, NEGATIVES_CAP, Zone
 from clusterset_dns.zone.truncate import Form
 from clusterset_dns.zone.wire import AA, COUNTS, HEADER, OPT_LEN, QR, TC, TCP_MAX, Answer
 
+Explained, walk_name = wire.Explained, wire.walk_name  # one import line less: under 500
+
 _ONE_QUESTION = b"\x00\x01\x00\x00\x00\x00\x00\x00"  # counts: 1 question, nothing else
 _ONE_QUESTION_OPT = b"\x00\x01\x00\x00\x00\x00\x00\x01"  # ... and one additional record
 _OPT_HEAD = b"\x00\x00\x29"  # root owner, type OPT
@@ -150,7 +152,7 @@ class Handler:
                 if zone.synced:
                     return ans
                 ede = NOT_SYNCED  # NODATA of a name that exists before the first sync
-        return wire.Explained(ans, self._opts(ede), _EDE_SLOT.get(int.from_bytes(ede[6:8]), 1))
+        return Explained(ans, self._opts(ede), _EDE_SLOT.get(int.from_bytes(ede[6:8]), 1))
 
     def _opt_rr(self, do: bool, high_rcode: int = 0) -> bytes:
         return _OPT_HEAD + struct.pack("!HBBH", self.cap, high_rcode, 0, 0x8000 if do else 0) \
@@ -272,7 +274,7 @@ class Handler:
             return None  # malformed, or a class other than IN
         if key[size - 4] == 0 and key[size - 3] in _SLOW_TYPES:
             return None
-        walked = wire.walk_name(key, 0)
+        walked = walk_name(key, 0)
         if walked is None or walked[1] != size - 4:
             return None
         name = key[: size - 4]
@@ -440,7 +442,7 @@ class Handler:
                     and 12 + len(question) + len(ans.body) + len(ans.opts[0]) <= limit):
                 opt = ans.opts[edns[2]]
                 index += ans.ede_slot * _EDE_STEP
-        if isinstance(ans, wire.Explained):
+        if isinstance(ans, Explained):
             ans = ans.plain
         room = limit - 12 - len(question) - len(opt)
         # RFC 2181 9: the additional section goes first; TC only when the answer
