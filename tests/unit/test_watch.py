@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from clusterset_dns.base.config import Config, ConfigError
 from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
-from clusterset_dns.sources import convert, reflector, watch
+from clusterset_dns.sources import convert, kube, reflector, watch
 from clusterset_dns.sources.kube import ApiError, KubeClient, KubeError
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
@@ -1200,3 +1201,87 @@ def test_a_version_gone_is_discovered_again_in_each_namespace(clock: FakeClock) 
     assert str(cache.imports[("prod", "web")].ips[0]) == "10.1.0.2"
     assert metrics.registry.get_sample_value("clusterset_dns_watch_restarts_total", {
         "resource": "import", "reason": "not-served"}) == 1
+
+
+# -- edges found by scripts/mutate on reflector.py ----------------------------------------------
+
+def test_an_event_for_an_object_without_a_name_is_invalid(clock: FakeClock) -> None:
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(rv="10")]
+    nameless = copy.deepcopy(WEB)
+    del nameless["metadata"]["name"]
+    run.client.streams[run.path] = [[event("ADDED", nameless, "11"), event("ADDED", WEB, "12")]]
+    run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert run.invalid == ["ServiceImport"]
+    assert len(run.client.gets) == 1  # no relist: nothing went wrong
+
+
+def test_a_list_without_a_resource_version_is_never_found_gone_back(clock: FakeClock) -> None:
+    """With no resourceVersion to compare, the watch is resumed without a probe."""
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(WEB)]
+    run.client.streams[run.path] = [[]]  # ends at once: resumed
+    run.run()
+    assert len(run.client.gets) == 1 and run.client.probes == []
+    assert run.counter("clusterset_dns_watch_restarts_total", resource="import",
+                       reason="rv-backwards") == 0
+
+
+def test_an_object_from_a_watch_that_becomes_invalid_keeps_its_last_state(
+        clock: FakeClock) -> None:
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(rv="10"), page(WEB_BAD, rv="30")]
+    run.client.streams[run.path] = [[event("ADDED", WEB, "11"), error_event(410)]]
+    run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert run.invalid == ["ServiceImport"]
+
+
+def drift_reflector() -> reflector.Reflector:
+    return reflector.Reflector(FakeClient(), watch.import_resource(GV, None), lambda ops: None,
+                               lambda kind: None, Config(relist_interval=0), lambda: None,
+                               metrics=Metrics())
+
+
+def test_the_relist_drift_counts_each_change(caplog: pytest.LogCaptureFixture) -> None:
+    relister = drift_reflector()
+    known: dict[Any, object | None] = {("p", n): n for n in ("a", "b", "c", "f", "h")}
+    found: dict[Any, object | None] = {("p", "a"): "a", ("p", "b"): "B", ("p", "d"): "d",
+                                       ("p", "e"): "e", ("p", "g"): "g"}
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.sources.reflector"):
+        relister._count_drift(found, known, "periodic")
+    counts = {change: relister.metrics.registry.get_sample_value(
+        "clusterset_dns_relist_drift_total", {"resource": "import", "change": change})
+        for change in ("added", "removed", "changed")}
+    assert counts == {"added": 3, "removed": 3, "changed": 1}
+    assert "3 added, 3 removed, 1 changed" in caplog.text
+
+
+@pytest.mark.parametrize(("found", "known", "logged"), [
+    ({"a": 1}, {}, True), ({}, {"a": 1}, True), ({"a": 2}, {"a": 1}, True),
+    ({"a": 1}, {"a": 1}, False)], ids=["added", "removed", "changed", "none"])
+def test_any_drift_alone_is_logged(found: dict[Any, object | None],
+                                   known: dict[Any, object | None], logged: bool,
+                                   caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.sources.reflector"):
+        drift_reflector()._count_drift(found, known, "periodic")
+    assert ("the periodic relist found" in caplog.text) is logged
+
+
+def test_a_chunk_of_a_burst_ends_once_the_slice_time_is_spent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each object read takes half the slice (times in binary fractions, so the sums are
+    exact): a chunk ends at the object after which the whole slice has passed."""
+    monkeypatch.setattr(reflector, "SLICE_SECONDS", 2.0**-7)
+    clock = FakeClock(tick=2.0**-8)
+    applied: list[int] = []
+    burster = reflector.Reflector(FakeClient(clock), watch.import_resource(GV, None),
+                                  lambda ops: applied.append(len(ops)), lambda kind: None,
+                                  Config(relist_interval=0), lambda: None, metrics=Metrics(),
+                                  clock=clock)
+    for i in range(5):
+        obj = service_import(f"s{i}", ips=["10.0.0.1"])
+        burster.pending[("prod", f"s{i}")] = kube.event_of({"type": "ADDED", "object": obj})
+    asyncio.run(burster._flush())
+    assert applied == [2, 2, 1]
