@@ -1285,3 +1285,17 @@ def test_a_chunk_of_a_burst_ends_once_the_slice_time_is_spent(
         burster.pending[("prod", f"s{i}")] = kube.event_of({"type": "ADDED", "object": obj})
     asyncio.run(burster._flush())
     assert applied == [2, 2, 1]
+
+
+def test_an_invalid_object_in_a_page_skips_only_itself(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """The objects after it are listed; its rejection names its service; the log line
+    names the object."""
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(BAD_NEW, WEB, rv="10")]
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.sources.reflector"):
+        run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    [rejection] = [op for ops in run.ops for op in ops if type(op).__name__ == "PutRejected"]
+    assert (rejection.key, rejection.service) == (("prod", "newbad"), ("prod", "newbad"))
+    assert "ServiceImport prod/newbad skipped: type 'Bogus'" in caplog.text
