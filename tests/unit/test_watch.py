@@ -1299,3 +1299,14 @@ def test_an_invalid_object_in_a_page_skips_only_itself(
     [rejection] = [op for ops in run.ops for op in ops if type(op).__name__ == "PutRejected"]
     assert (rejection.key, rejection.service) == (("prod", "newbad"), ("prod", "newbad"))
     assert "ServiceImport prod/newbad skipped: type 'Bogus'" in caplog.text
+
+
+def test_what_a_conversion_drops_is_logged_with_the_object(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(service_import("web", ips=["10.1.0.1", "bogus"]),
+                                       rv="10")]
+    with caplog.at_level(logging.WARNING, logger="clusterset_dns.sources.reflector"):
+        run.run()
+    assert run.imports() == {"prod/web": ("10.1.0.1",)}
+    assert "ServiceImport prod/web: IP 'bogus' does not parse, dropped" in caplog.text
