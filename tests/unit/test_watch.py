@@ -1310,3 +1310,62 @@ def test_what_a_conversion_drops_is_logged_with_the_object(
         run.run()
     assert run.imports() == {"prod/web": ("10.1.0.1",)}
     assert "ServiceImport prod/web: IP 'bogus' does not parse, dropped" in caplog.text
+
+
+def read_events(events: list[dict[str, Any]]) -> tuple[reflector.Reflector, BaseException | None]:
+    """The reflector after its _read of ``events``, and what that raised."""
+    reader = drift_reflector()
+
+    async def stream() -> AsyncIterator[dict[str, Any]]:
+        for item in events:
+            yield copy.deepcopy(item)
+
+    async def main() -> BaseException | None:
+        try:
+            await reader._read(stream(), asyncio.Event())
+        except (KubeError, reflector.Gone) as exc:
+            return exc
+        return None
+
+    return reader, asyncio.run(main())
+
+
+@pytest.mark.parametrize(("error", "kind", "text", "status"), [
+    (error_event(410, "too old"), reflector.Gone, "too old", None),
+    ({"type": "ERROR", "object": {"code": 410}}, reflector.Gone, "410 Gone", None),
+    (error_event(404, "gone away"), ApiError, "HTTP 404: gone away", 404),
+    ({"type": "ERROR", "object": {"code": "500"}}, ApiError, "HTTP 0: None", 0),
+])
+def test_an_error_event_ends_the_watch_with_its_code_and_message(
+        error: dict[str, Any], kind: type[BaseException], text: str, status: int | None) -> None:
+    _, raised = read_events([error])
+    assert (type(raised), str(raised), getattr(raised, "status", None)) == (kind, text, status)
+
+
+def test_a_deleted_event_without_a_name_is_not_counted_invalid() -> None:
+    nameless = copy.deepcopy(WEB)
+    del nameless["metadata"]["name"]
+    counted: list[str] = []
+    reader = drift_reflector()
+    reader.invalid = counted.append
+    events = [event("DELETED", nameless, "11"), event("DELETED", nameless, "12"),
+              event("ADDED", nameless, "13")]
+
+    async def main() -> None:
+        async def stream() -> AsyncIterator[dict[str, Any]]:
+            for item in events:
+                yield item
+
+        await reader._read(stream(), asyncio.Event())
+
+    asyncio.run(main())
+    assert counted == ["ServiceImport"]  # the ADDED one only
+
+
+def test_pending_events_keep_the_order_of_their_latest_version() -> None:
+    web_again = event("MODIFIED", WEB2, "13")
+    reader, raised = read_events([event("ADDED", WEB, "11"), event("ADDED", API, "12"),
+                                  web_again])
+    assert raised is None
+    assert list(reader.pending) == [("other", "api"), ("prod", "web")]
+    assert reader.pending[("prod", "web")].object["metadata"]["resourceVersion"] == "13"
