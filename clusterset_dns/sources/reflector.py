@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from clusterset_dns.base.clock import SYSTEM, Backoff, Clock
@@ -46,7 +46,6 @@ from clusterset_dns.sources.kube import (
     Event,
     Inactive,
     KubeError,
-    Page,
     event_of,
     page_of,
 )
@@ -147,11 +146,12 @@ class Reflector:
             self.rejected.discard(key)  # the put clears it in the cache
         return converted
 
-    def _convert_page(self, page: Page, found: dict[ObjectKey, object | None]) -> int:
+    def _convert_page(self, items: Sequence[Mapping[str, Any]],
+                      found: dict[ObjectKey, object | None]) -> int:
         """Converts one list page into ``found``; returns how many objects it held.
         Page by page: only the cut-down models outlive a page, so the raw objects of
         a large list never all sit in memory at once."""
-        for obj in page.items:
+        for obj in items:
             converted = self._convert(obj)
             if converted is None:
                 invalid_key = self._safe_key(obj)
@@ -161,7 +161,21 @@ class Reflector:
                 continue
             key, model = converted
             found[key] = model
-        return len(page.items)
+        return len(items)
+
+    def _put_page(self, items: Sequence[Mapping[str, Any]],
+                  found: dict[ObjectKey, object | None]) -> int:
+        """A page of a first list into ``found`` and the cache at once (nothing known:
+        nothing to delete); returns how many objects it held."""
+        part: dict[ObjectKey, object | None] = {}
+        count = self._convert_page(items, part)
+        found.update(part)
+        # Known before applied: if this list fails half way, the next one deletes what
+        # it put in and is gone by then.
+        self.known.update(part)
+        if part:
+            self._apply([self.resource.put(key, model) for key, model in part.items()])
+        return count
 
     def _params(self) -> dict[str, Any]:
         params = {"labelSelector": self.resource.selector} if self.resource.selector else {}
@@ -185,33 +199,43 @@ class Reflector:
         # last one. Otherwise the list is applied in one update at the end, deletions of
         # what it lacks included.
         streaming = not self.known and not rebuild
+        streamed = 0  # items of the first response, read as it arrived (see below)
+
+        def stream(items: list[dict[str, Any]]) -> None:
+            nonlocal count, streamed
+            streamed += len(items)
+            count += self._put_page(items, found)
+
+        # Nothing known: the first request asks for resourceVersion 0, which the API
+        # server answers from its watch cache (as client-go's informers start): all of
+        # it in one response whatever the limit, at a fraction of the API server's CPU
+        # of pages read from etcd. It is read as it arrives (liststream), so its items
+        # never all exist at once. An API server without a watch cache (or before it is
+        # filled) pages it: the pages after it go on as below, at the list's version.
+        # Any later list is consistent (no resourceVersion): it must see every deletion.
+        first = {**params, "resourceVersion": "0"} if streaming else params
         # The next page is asked for before this one is converted: the API server
         # (another process, another core) prepares it meanwhile. One turn of the event
         # loop sends the request; without it, it would leave after the conversion.
-        fetch = asyncio.ensure_future(self.client.get(path, params, sizes=sizes))
+        fetch = asyncio.ensure_future(self.client.get(
+            path, first, sizes=sizes, each=stream if streaming else None))
         try:
             while True:
                 page = page_of(await fetch)
                 token, version = page.continue_token, page.resource_version
-                if sizes and page.items:
-                    largest = max(largest, sizes[-1] / len(page.items))
+                items = len(page.items) or streamed
+                streamed = 0
+                if sizes and items:
+                    largest = max(largest, sizes[-1] / items)
                     params["limit"] = page_limit(params["limit"], largest)
                 if token:
                     fetch = asyncio.ensure_future(
                         self.client.get(path, {**params, "continue": token}, sizes=sizes))
                     await asyncio.sleep(0)
                 if streaming:
-                    part: dict[ObjectKey, object | None] = {}
-                    count += self._convert_page(page, part)
-                    found.update(part)
-                    # Known before applied: if this list fails half way, the next one
-                    # deletes what it put in and is gone by then.
-                    self.known.update(part)
-                    if part:
-                        self._apply([self.resource.put(key, model)
-                                     for key, model in part.items()])
+                    count += self._put_page(page.items, found)
                 else:
-                    count += self._convert_page(page, found)
+                    count += self._convert_page(page.items, found)
                 del page
                 if not token:
                     break

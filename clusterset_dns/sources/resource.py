@@ -16,7 +16,8 @@ class Client(Protocol):
     """What the reflectors need of the API client (the seam unit tests fake)."""
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30, sizes: list[int] | None = None) -> Any: ...
+                  timeout: float = 30, sizes: list[int] | None = None,
+                  each: Callable[[list[dict[str, Any]]], None] | None = None) -> Any: ...
 
     def stream(self, path: str, params: Mapping[str, Any]) -> Any: ...
 

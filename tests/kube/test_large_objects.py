@@ -12,7 +12,7 @@ what the reflector gets of them, and the pages it asks for."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from clusterset_dns.base.config import Config
@@ -83,12 +83,22 @@ class Recording:
         self.events: list[dict[str, Any]] = []
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30, sizes: list[int] | None = None) -> Any:
+                  timeout: float = 30, sizes: list[int] | None = None,
+                  each: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
         mine: list[int] = []
-        answer = await self.client.get(path, params, timeout, sizes=mine)
+        streamed: list[dict[str, Any]] = []
+
+        def record(items: list[dict[str, Any]]) -> None:
+            streamed.extend(items)
+            assert each is not None
+            each(items)
+
+        answer = await self.client.get(path, params, timeout, sizes=mine,
+                                       each=None if each is None else record)
         if sizes is not None:
             sizes.extend(mine)
-            self.pages.append((dict(params or {}), mine[0], answer))
+            self.pages.append((dict(params or {}), mine[0],
+                               answer if each is None else {**answer, "items": streamed}))
         return answer
 
     async def stream(self, path: str, params: Mapping[str, Any]) -> AsyncIterator[Any]:

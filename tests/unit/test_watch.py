@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import itertools
 import json
 import logging
 from collections import defaultdict
@@ -23,7 +24,7 @@ from clusterset_dns.base.config import Config, ConfigError
 from clusterset_dns.base.metrics import Metrics
 from clusterset_dns.base.names import ZoneNames
 from clusterset_dns.serving.handler import Handler
-from clusterset_dns.sources import convert, kube, reflector, watch
+from clusterset_dns.sources import convert, kube, liststream, reflector, watch
 from clusterset_dns.sources.kube import ApiError, KubeClient, KubeError
 from clusterset_dns.zone.cache import Cache, Op, PutImport, PutSlice, SetSynced
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
@@ -99,9 +100,31 @@ class FakeClient:
         self.watches: list[tuple[str, dict[str, Any], Any]] = []
         self.hanging: set[str] = set()
         self.snapshot = snapshot
+        self.streamed: list[str] = []  # paths of the gets read as they arrived (each=)
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30, sizes: list[int] | None = None) -> Any:
+                  timeout: float = 30, sizes: list[int] | None = None,
+                  each: Callable[[list[dict[str, Any]]], None] | None = None) -> Any:
+        """``each``: the page's items go there, in batches as the real client hands
+        them over (liststream.STREAM_BATCH), and the page comes back without them."""
+        got = await self._get(path, params, timeout, sizes)
+        if each is None or not isinstance(got, dict):
+            return got
+        self.streamed.append(path)
+        items = got.get("items") or []
+        if not isinstance(items, list):
+            raise KubeError("reading: items is neither an array nor null")  # as liststream
+        for start in range(0, len(items), liststream.STREAM_BATCH):
+            batch = items[start : start + liststream.STREAM_BATCH]
+            good = list(itertools.takewhile(lambda item: isinstance(item, dict), batch))
+            if good:
+                each(good)
+            if len(good) < len(batch):  # what was read before it stays read
+                raise KubeError("reading: an item is not an object")
+        return {**got, "items": []}
+
+    async def _get(self, path: str, params: Mapping[str, Any] | None,
+                   timeout: float, sizes: list[int] | None) -> Any:
         if (params or {}).get("limit") == 1 and sizes is None:  # a list page asks for sizes
             self.probes.append(path)
             return page(rv=self.current.get(path))
@@ -302,9 +325,12 @@ def test_list_pagination(clock: FakeClock, make: Callable[[FakeClock], Run],
                                   page(items[2], rv="12")]
     run.run()
     base = {"labelSelector": selector} if selector else {}
-    # Small objects: a first page of FIRST_PAGE, then twice the page before
+    # Small objects: a first page of FIRST_PAGE, then twice the page before. The first
+    # list's first request asks for resourceVersion 0 (the watch cache's); an API server
+    # that pages it anyway gets the next pages asked for at its version by the continue
+    # token alone (a resourceVersion beside one is refused).
     assert run.client.get_params(run.path) == [
-        base | {"limit": reflector.FIRST_PAGE},
+        base | {"limit": reflector.FIRST_PAGE, "resourceVersion": "0"},
         base | {"limit": 2 * reflector.FIRST_PAGE, "continue": "c1"},
         base | {"limit": 4 * reflector.FIRST_PAGE, "continue": "c2"}]
     got = run.imports() if make is imports_run else run.slices()
@@ -570,6 +596,58 @@ def test_a_watch_that_keeps_talking_is_not_dropped(clock: FakeClock) -> None:
     assert sorted(run.imports()) == ["other/api", "prod/web"]
 
 
+def named_imports(count: int) -> list[dict[str, Any]]:
+    return [service_import(f"svc-{i}", ips=[f"10.9.{i // 250}.{i % 250 + 1}"])
+            for i in range(count)]
+
+
+@pytest.mark.timeout(10)
+def test_the_first_list_is_read_as_it_arrives_in_batches(clock: FakeClock) -> None:
+    """resourceVersion 0, one response (the watch cache ignores the limit), its items
+    applied a batch at a time while it is read; the watch starts at its version."""
+    run = imports_run(clock)
+    items = named_imports(2 * liststream.STREAM_BATCH + 1)
+    run.client.lists[run.path] = [page(*items, rv="30")]
+    run.run()
+    assert run.client.get_params(run.path) == [
+        {"limit": reflector.FIRST_PAGE, "resourceVersion": "0"}]
+    assert run.client.streamed == [run.path]
+    assert [len(ops) for ops in run.ops] == [liststream.STREAM_BATCH,
+                                             liststream.STREAM_BATCH, 1]
+    assert len(run.imports()) == len(items) and run.listed == 1
+    (params,) = run.client.watch_params(run.path)
+    assert params["resourceVersion"] == "30"
+
+
+@pytest.mark.timeout(10)
+def test_a_list_after_the_first_is_consistent_and_whole(clock: FakeClock) -> None:
+    """After 410 Gone the list must see every deletion: no resourceVersion (etcd's
+    newest, paged), not read as it arrives, applied once with the deletions."""
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(WEB, DB, rv="10"), page(WEB, rv="20")]
+    run.client.streams[run.path] = [[error_event(410)]]
+    run.run()
+    first, again = run.client.get_params(run.path)
+    assert first == {"limit": reflector.FIRST_PAGE, "resourceVersion": "0"}
+    assert again == {"limit": reflector.FIRST_PAGE}
+    assert run.client.streamed == [run.path]  # the first only
+    assert sorted(run.imports()) == ["prod/web"]
+
+
+@pytest.mark.timeout(10)
+def test_a_first_list_broken_half_way_is_listed_again_consistently(clock: FakeClock) -> None:
+    """What was read before the break is in (nothing was known: nothing to delete);
+    the next list is a consistent one, which deletes what it lacks."""
+    run = imports_run(clock)
+    run.client.lists[run.path] = [{"items": [WEB, DB, "not an object"]}, page(WEB, rv="20")]
+    run.run()
+    assert run.client.streamed == [run.path]
+    assert [params.get("resourceVersion") for params in run.client.get_params(run.path)] \
+        == ["0", None]
+    assert sorted(run.imports()) == ["prod/web"]
+    assert len(clock.sleeps) == 1
+
+
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("answer", [
     ["a", "list"],
@@ -620,9 +698,10 @@ def test_list_error_keeps_serving_and_retries(clock: FakeClock) -> None:
     original = run.client.get
 
     async def get(path: str, params: Mapping[str, Any] | None = None,
-                  timeout: float = 30, sizes: list[int] | None = None) -> Any:
+                  timeout: float = 30, sizes: list[int] | None = None,
+                  each: Any = None) -> Any:
         states.append(sorted(run.cache.imports))
-        return await original(path, params, timeout, sizes)
+        return await original(path, params, timeout, sizes, each)
 
     run.client.get = get  # type: ignore[method-assign]
     run.run()
