@@ -90,7 +90,6 @@ class ListReader:
         # before that value is tried again; 0: none is unfinished.
         self._retry_at = 0
         self.members: dict[str, Any] = {}  # every member but the items, as decoded
-        self.count = 0  # items given so far
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         """The items ``chunk`` completes (UnicodeDecodeError, ValueError: malformed)."""
@@ -213,7 +212,6 @@ class ListReader:
             if type(item) is not dict:
                 raise ValueError("list response: an item is not an object")
             items.append(item)
-            self.count += 1
             self._state = _NEXT_ITEM
             return True
         return False  # _DONE

@@ -16,6 +16,7 @@ from clusterset_dns.sources.liststream import (
     MAX_PENDING,
     RETRY_GROWTH,
     STREAM_BATCH,
+    STREAM_BYTES,
     ListReader,
 )
 
@@ -100,17 +101,39 @@ def test_a_piece_that_ends_an_item_gives_it() -> None:
     assert given == [1, 1, 1, 1, 0]
 
 
-@pytest.mark.parametrize("bad", [
-    b"[]", b'"items"', b'{"items": [1]}', b'{"items": [{}, ]}', b'{"items": [{} {}]}',
-    b'{"items": {}}', b'{"items": nul}', b'{"items": nulls}', b'{"items": [{}],}',
-    b'{"items": [{}] "kind": "L"}', b'{"items": []} {}', b'{"items": []} x', b"{1: 2}",
-    b'{"items": [{"a": 1}]', b'{"items": [{"a": 1}', b"", b"{", b'{"items": [{}]}\xff',
-    b'{"kind": "\xc3"}',
+@pytest.mark.parametrize(("bad", "message"), [
+    (b"[]", "'\\[' where one of '{' was due"), (b'"items"', "where one of '{' was due"),
+    (b'{"items": [1]}', "an item is not an object"),
+    (b'{"items": [{}, ]}', "list response: Expecting value"),
+    (b'{"items": [{} {}]}', "'{' where one of ',]' was due"),
+    (b'{"items": {}}', "'{' where one of '\\[' was due"),
+    (b'{"items": X]}', "'X' where one of '\\[' was due"),
+    (b'{"items": nul}', "items is neither an array nor null"),
+    (b'{"items": nulls}', "'s' where one of ',}' was due"),
+    (b'{"items": [{}],}', "list response: Expecting value"),
+    (b'{"items": [{}] "kind": "L"}', "where one of ',}' was due"),
+    (b'{"items": []} {}', "data after the end of the list response"),
+    (b'{"items": []} x', "data after the end of the list response"),
+    (b'{"items": []}X', "data after the end of the list response"),
+    (b'{"items": []}\x0c', "data after the end of the list response"),
+    (b"{1: 2}", "'1' where one of '\"}' was due"),
+    (b'{"items": [{"a": 1}]', "the list response ends before its end"),
+    (b'{"items": [{"a": 1}', "the list response ends before its end"),
+    (b'{"items": [{"a": 1', "list response: Expecting ',' delimiter"),
+    (b'{"items": [{"a": "x', "list response: Unterminated string"),
+    (b"", "the list response ends before its end"),
+    (b"{", "the list response ends before its end"),
+    (b'{"items": [{}]}\xff', "invalid start byte"),
+    (b'{"kind": "\xc3"}', "invalid continuation byte"),
+    (b'{"kind": "\xc3', "unexpected end of data"),
+    (b'{"items": [], 7: 1}', "a member name is not a string"),
+    (b'{"items": [], "kind": [1, 2}', "list response: Expecting ',' delimiter"),
 ])
-def test_a_malformed_or_short_response_is_an_error(bad: bytes) -> None:
+def test_a_malformed_or_short_response_is_an_error(bad: bytes, message: str) -> None:
+    """Cut at every byte: the same error, whichever call finds it."""
     for at in range(len(bad) + 1):
         reader = ListReader()
-        with pytest.raises(ValueError):  # either call may find it
+        with pytest.raises(ValueError, match=message):  # either call may find it
             reader.feed(bad[:at])
             reader.feed(bad[at:])
             reader.close()
@@ -234,3 +257,46 @@ def test_read_list_hands_over_a_batch_once_it_read_stream_bytes() -> None:
     # 4 MiB read, then the items it completed: 3 or 4 of them a batch, never all 10
     assert all(count in (3, 4, 5) for count in per_batch[:-1]) and len(per_batch) >= 3, \
         per_batch
+
+
+def test_read_list_hands_over_at_the_byte_that_reaches_stream_bytes() -> None:
+    """Items of about 10 KB (400 in STREAM_BYTES, fewer than STREAM_BATCH): a batch
+    after the piece that brings the bytes read since the last one to STREAM_BYTES,
+    not a byte before, and counted again from 0 after it."""
+    items = [{"n": i, "pad": "x" * 10_000} for i in range(1200)]
+    data = body(items=items)
+    cuts = [STREAM_BYTES - 1, STREAM_BYTES, 2 * STREAM_BYTES - 1, 2 * STREAM_BYTES]
+    pieces = [data[a:b] for a, b in itertools.pairwise([0, *cuts, len(data)])]
+    log: list[str] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i, piece in enumerate(pieces):
+            log.append(f"piece {i}")
+            yield piece
+
+    def each(batch: list[Any]) -> None:
+        log.append("batch")
+
+    asyncio.run(liststream.read_list(chunks(), each, lambda item: item))
+    assert log == ["piece 0", "piece 1", "batch", "piece 2", "piece 3", "batch", "piece 4",
+                   "batch"]
+
+
+def test_null_items_are_read_before_the_end() -> None:
+    """What follows ``"items": null`` is read as it arrives, not only at the close."""
+    reader = ListReader()
+    assert reader.feed(b'{"items": null, "metadata": {"resourceVersion": "5"}}') == []
+    assert reader.members == {"metadata": {"resourceVersion": "5"}}
+    assert reader.close() == []
+
+
+def test_a_response_of_many_small_items_larger_than_max_pending() -> None:
+    """MAX_PENDING bounds one unfinished value, not the response nor what one piece
+    holds of finished ones."""
+    items = [{"n": i, "pad": "y" * 100} for i in range(MAX_PENDING // 100)]
+    data = body(items=items)
+    assert len(data) > MAX_PENDING
+    reader = ListReader()
+    got = reader.feed(data)
+    assert len(got) == len(items)
+    assert reader.close() == [] and reader.members == MEMBERS
