@@ -151,7 +151,11 @@ def readme_table(results: Path = res.RESULTS, include_quick: bool = False) -> st
     curve = res.latest("kube_scale", results, include_quick)
     if curve is not None and len(_kube_runs(curve[1])) > 1:
         m = curve[1]["machine"]
-        body += ["", f"Start-up through a real kube-apiserver against CoreDNS (kubernetes plugin, "
+        cache = {True: " (with its watch cache, as clusters run it)",
+                 False: " (without its watch cache)"}.get(curve[1]["data"]["runs"][0].get(
+                     "watch_cache"), "")
+        body += ["", f"Start-up through a real kube-apiserver{cache} against CoreDNS "
+                 f"(kubernetes plugin, "
                  f"multicluster) in the same run, `{curve[1]['command']}`, {curve[1]['date']}, "
                  f"{m.get('cpus', '?')} CPUs: time from process start to the first correct "
                  f"answer, settled resident memory and peak (MiB):", "",
@@ -295,8 +299,11 @@ def _kube_section(path: Path, result: Result, root: Path) -> list[str]:
 
 def _kube_table(runs: list[Result]) -> list[str]:
     o = runs[0]["objects"]
-    lines = [f"- objects through a real kube-apiserver: {o['imports']:,} ClusterSetIP imports "
-             f"+ {o['headless']:,} headless x {o['endpoints_per_headless']} endpoints; "
+    cache = runs[0].get("watch_cache")
+    where = ("" if cache is None else " with its watch cache" if cache
+             else " without its watch cache (every list from etcd)")
+    lines = [f"- objects through a real kube-apiserver{where}: {o['imports']:,} ClusterSetIP "
+             f"imports + {o['headless']:,} headless x {o['endpoints_per_headless']} endpoints; "
              f"{len(runs)} run(s), each on a freshly loaded API server: median (each run)"
              + (f"; loading took {_spread([r['load_s'] for r in runs], '.0f', ' s')}"
                 if "scale" in runs[0] else ""), "",
@@ -311,6 +318,11 @@ def _kube_table(runs: list[Result]) -> list[str]:
                  f"{_spread([x['rss_mib'] for x in ours], '.0f', ' MiB')} | "
                  + (_spread([x['rss_mib'] for x in theirs], '.0f', ' MiB')
                     if theirs else "-") + " |")
+    if all("api_cpu_s" in x for x in ours + theirs):
+        lines.append("| kube-apiserver and etcd CPU, start to that answer | "
+                     f"{_spread([x['api_cpu_s'] for x in ours], '.2f', ' s')} | "
+                     + (_spread([x['api_cpu_s'] for x in theirs], '.2f', ' s')
+                        if theirs else "-") + " |")
     if all("peak_mib" in x for x in ours + theirs) and "scale" in runs[0]:
         lines.append("| peak resident memory (VmHWM) | "
                      f"{_spread([x['peak_mib'] for x in ours], '.0f', ' MiB')} | "
