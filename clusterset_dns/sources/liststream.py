@@ -111,10 +111,10 @@ class ListReader:
         self._text = self._text[self._at :] + text
         self._at = 0
         items: list[dict[str, Any]] = []
-        if self._retry_at and len(self._text) > MAX_PENDING:  # the text is the value's
-            raise ValueError(f"list response: a value still unfinished after {MAX_PENDING} "
-                             "characters, or a malformed one")
-        if len(self._text) >= self._retry_at:
+        # An unfinished value is tried again once it doubled, or once it holds more than
+        # MAX_PENDING characters (the text starts with it): then it must be whole.
+        if len(self._text) >= self._retry_at or (self._retry_at
+                                                 and len(self._text) > MAX_PENDING):
             while self._step(items):
                 pass
         return items
@@ -147,6 +147,9 @@ class ListReader:
             pending = len(text) - self._at
             if self._final:
                 raise ValueError(f"list response: {exc.msg}") from None
+            if pending > MAX_PENDING:
+                raise ValueError(f"list response: a value still unfinished after {MAX_PENDING} "
+                                 "characters, or a malformed one") from None
             # counted from where the value starts, where the next feed's text starts
             self._retry_at = pending + max(RETRY_GROWTH, pending)
             return False, None

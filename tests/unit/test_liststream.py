@@ -120,7 +120,7 @@ def test_a_piece_that_ends_an_item_gives_it() -> None:
     (b'{"items": [{"a": 1}]', "the list response ends before its end"),
     (b'{"items": [{"a": 1}', "the list response ends before its end"),
     (b'{"items": [{"a": 1', "list response: Expecting ',' delimiter"),
-    (b'{"items": [{"a": "x', "list response: Unterminated string"),
+    (b'{"items": [{"a": "x', "list response: Unterminated string starting at"),
     (b"", "the list response ends before its end"),
     (b"{", "the list response ends before its end"),
     (b'{"items": [{}]}\xff', "invalid start byte"),
@@ -133,7 +133,7 @@ def test_a_malformed_or_short_response_is_an_error(bad: bytes, message: str) -> 
     """Cut at every byte: the same error, whichever call finds it."""
     for at in range(len(bad) + 1):
         reader = ListReader()
-        with pytest.raises(ValueError, match=message):  # either call may find it
+        with pytest.raises(ValueError, match=f"{message}$"):  # either call may find it
             reader.feed(bad[:at])
             reader.feed(bad[at:])
             reader.close()
@@ -159,8 +159,21 @@ def test_an_unfinished_value_is_given_up_after_max_pending_characters() -> None:
     reader = ListReader()
     reader.feed(b'{"items": [{"a": "')
     reader.feed(b"x" * (MAX_PENDING - len('{"a": "')))  # the value's text: MAX_PENDING
-    with pytest.raises(ValueError, match="unfinished"):
+    with pytest.raises(ValueError, match=f"^list response: a value still unfinished after "
+                                         f"{MAX_PENDING} characters, or a malformed one$"):
         reader.feed(b"x")
+
+
+def test_a_value_finished_by_a_piece_past_max_pending_is_read() -> None:
+    """Tried once more than MAX_PENDING characters are in, not refused unread: a value
+    that one large piece finishes is whole (the bound is on what stays unfinished)."""
+    reader = ListReader()
+    reader.feed(b'{"items": [{"a": "')
+    reader.feed(b"x" * (MAX_PENDING // 2))  # unfinished: waits for it to double
+    rest = b"x" * (MAX_PENDING // 2) + b'"}, {"b": 1}], "metadata": {}}'
+    got = reader.feed(rest)
+    assert [sorted(item) for item in got] == [["a"], ["b"]] and len(got[0]["a"]) == MAX_PENDING
+    assert reader.close() == []
 
 
 def test_a_large_item_is_decoded_a_few_times_not_once_per_piece(
@@ -300,3 +313,22 @@ def test_a_response_of_many_small_items_larger_than_max_pending() -> None:
     got = reader.feed(data)
     assert len(got) == len(items)
     assert reader.close() == [] and reader.members == MEMBERS
+
+
+def test_read_list_hands_over_a_batch_once_it_holds_stream_batch_items() -> None:
+    """A piece that completes the STREAM_BATCH-th item hands the batch over at once."""
+    items = [{"n": i} for i in range(STREAM_BATCH + 3)]
+    data = body(items=items)
+    cut = data.index(b'{"n": %d}' % STREAM_BATCH)  # before the 501st item
+    log: list[str] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i, piece in enumerate([data[:cut], data[cut:]]):
+            log.append(f"piece {i}")
+            yield piece
+
+    def each(batch: list[Any]) -> None:
+        log.append(f"batch {len(batch)}")
+
+    asyncio.run(liststream.read_list(chunks(), each, lambda item: item))
+    assert log == ["piece 0", f"batch {STREAM_BATCH}", "piece 1", "batch 3"]
