@@ -332,3 +332,25 @@ def test_read_list_hands_over_a_batch_once_it_holds_stream_batch_items() -> None
 
     asyncio.run(liststream.read_list(chunks(), each, lambda item: item))
     assert log == ["piece 0", f"batch {STREAM_BATCH}", "piece 1", "batch 3"]
+
+
+def test_an_unfinished_value_is_tried_again_past_max_pending_not_at_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forced try comes with the character past MAX_PENDING, not at MAX_PENDING."""
+    tries: list[int] = []
+    decode = liststream._DECODE
+
+    def counted(text: str, at: int) -> tuple[Any, int]:
+        tries.append(len(text) - at)
+        return decode(text, at)
+
+    monkeypatch.setattr(liststream, "_DECODE", counted)
+    reader = ListReader()
+    reader.feed(b'{"items": [')
+    reader.feed(b'{"a": "' + b"x" * (MAX_PENDING // 2))  # tried: unfinished
+    assert tries[-1] == len('{"a": "') + MAX_PENDING // 2
+    before = len(tries)
+    reader.feed(b"x" * (MAX_PENDING // 2 - len('{"a": "')))  # MAX_PENDING in all: waits
+    assert len(tries) == before
+    reader.feed(b'"}')  # past it: tried, and whole
+    assert len(tries) == before + 1 and tries[-1] == MAX_PENDING + 2
