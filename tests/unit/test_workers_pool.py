@@ -777,10 +777,14 @@ def test_start_spawns_each_worker_and_watches_only_when_there_are_some() -> None
 
 
 def test_a_worker_leaves_ctrl_c_to_its_parent() -> None:
-    before = signal.getsignal(signal.SIGINT)
+    """Ctrl-C (SIGINT) is ignored; SIGTERM, the parent's stop, is left as it was."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         workers.ignore_interrupts()
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGINT, before[0])
+        if before[1] is not None:
+            signal.signal(signal.SIGTERM, before[1])
