@@ -198,17 +198,23 @@ def test_a_large_item_is_decoded_a_few_times_not_once_per_piece(
     assert all(later >= 2 * earlier for earlier, later in itertools.pairwise(tries[1:-1]))
 
 
-def test_retry_waits_for_growth_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An unfinished value of n characters is tried again once n + max(RETRY_GROWTH, n)
-    characters of it are in, not one character before."""
-    tries = []
+@pytest.fixture
+def tries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The characters from each decode try's start to the text's end, in order."""
+    found: list[int] = []
     decode = liststream._DECODE
 
     def counted(text: str, at: int) -> tuple[Any, int]:
-        tries.append(len(text) - at)
+        found.append(len(text) - at)
         return decode(text, at)
 
     monkeypatch.setattr(liststream, "_DECODE", counted)
+    return found
+
+
+def test_retry_waits_for_growth_exactly(tries: list[int]) -> None:
+    """An unfinished value of n characters is tried again once n + max(RETRY_GROWTH, n)
+    characters of it are in, not one character before."""
     reader = ListReader()
     reader.feed(b'{"items": [')
     start = b'{"a": "'
@@ -335,16 +341,8 @@ def test_read_list_hands_over_a_batch_once_it_holds_stream_batch_items() -> None
 
 
 def test_an_unfinished_value_is_tried_again_past_max_pending_not_at_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tries: list[int]) -> None:
     """The forced try comes with the character past MAX_PENDING, not at MAX_PENDING."""
-    tries: list[int] = []
-    decode = liststream._DECODE
-
-    def counted(text: str, at: int) -> tuple[Any, int]:
-        tries.append(len(text) - at)
-        return decode(text, at)
-
-    monkeypatch.setattr(liststream, "_DECODE", counted)
     reader = ListReader()
     reader.feed(b'{"items": [')
     reader.feed(b'{"a": "' + b"x" * (MAX_PENDING // 2))  # tried: unfinished
