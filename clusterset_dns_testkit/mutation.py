@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterset_dns_testkit import mutcache, mutsource
+from clusterset_dns_testkit import mutcache, mutmerge, mutsource
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutate"
@@ -362,6 +362,80 @@ def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool,
                        encoding="utf-8")
 
 
+def _stamp(tests: Sequence[str]) -> dict[str, Any]:
+    return {"commit": git("rev-parse", "--short", "HEAD").strip(),
+            "date": dt.date.today().isoformat(), "tests": list(tests)}
+
+
+def add(results: Sequence[FileResult], recorded: dict[str, Any], patterns: Sequence[str],
+        tests: Sequence[str], finished: bool) -> str:
+    """--add: each file's run of ``patterns`` added to its by-function entry (mutmerge);
+    the reason when refused (nothing is written then)."""
+    for r in results:
+        entry = recorded.get(r.path)
+        if not entry or not entry.get("only"):
+            return f"{r.path} has no by-function entry to add to"
+        names = list(exit_codes(r.path))
+        twice = mutmerge.overlap(names, entry["only"], patterns, selected)
+        if twice:
+            return f"{r.path}: already recorded by an earlier pattern: {' '.join(twice[:5])}"
+        union = [*entry["only"], *patterns]
+        part = {"mutants": r.total, "killed": r.killed, "not_run": r.not_run,
+                "survivors": r.survivors}
+        recorded[r.path] = mutmerge.added(entry, part, patterns,
+                                          all(selected(n, union) for n in names),
+                                          finished, _stamp(tests))
+    RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
+                       encoding="utf-8")
+    return ""
+
+
+def rejudge(paths: Sequence[str], args: argparse.Namespace) -> int:
+    """--rejudge: the recorded survivors not judged equivalent, run again (mutmerge)."""
+    recorded, equivalent = load_json(RESULTS), load_json(EQUIVALENT)
+    missing = [p for p in paths if p not in recorded]
+    if missing:
+        print(f"mutate: nothing recorded for {' '.join(missing)}: run them first",
+              file=sys.stderr)
+        return 2
+    names = {p: [f"{module_name(p)}.{n}"
+                 for n in mutmerge.unjudged(recorded[p], equivalent.get(p, []))] for p in paths}
+    tests = list(args.tests or dict.fromkeys(t for p in paths for t in recorded[p]["tests"]))
+    every = [n for p in paths for n in names[p]]
+    print(f"mutate --rejudge: {len(every)} survivor(s) of {' '.join(paths)}\n  judged by "
+          f"{len(tests)} test file(s): {' '.join(tests)}")
+    if not every:
+        return 0
+    decisions, _ = prepare(paths, tests, args.fresh)
+    for path, decision in decisions.items():
+        print(f"  {path}: {_CACHE_NOTES[decision]}")
+    finished = run_mutmut(args.budget, args.jobs, WORK / "run.log",
+                          to_run(paths, every) or every)
+    left = 0
+    for path in paths:
+        codes, texts = exit_codes(path), diffs(names[path])
+        source = (ROOT / path).read_text(encoding="utf-8")
+        outcome = {n.rsplit(".", 1)[-1]: (verdict(codes.get(n)),
+                                          mutsource.describe(source, n, texts.get(n, ""))[1])
+                   for n in names[path] if codes.get(n) is not None}
+        entry, changed = mutmerge.rejudged(recorded[path], outcome, _stamp(tests))
+        killed = entry["killed"] - recorded[path]["killed"]
+        still = len(names[path]) - killed
+        left += still
+        print(f"{path}: {killed} of {len(names[path])} now killed, {still} still listed"
+              + (f" (killed, but the change reads otherwise now: {' '.join(changed)})"
+                 if changed else ""))
+        recorded[path] = entry
+    if not finished:
+        print(f"mutate: the budget ({args.budget:.0f} s) ran out; run again to go on")
+    if args.report:
+        RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
+                           encoding="utf-8")
+        write_table()
+        print(f"mutate: recorded in {os.path.relpath(RESULTS, ROOT)}; docs/testing.md regenerated")
+    return 1 if left else 0
+
+
 def server_files(source: Path = ROOT / "clusterset_dns") -> list[str]:
     """Every module of the server a package's figure should cover."""
     return sorted(os.path.relpath(p, ROOT) for p in source.rglob("*.py")
@@ -405,7 +479,8 @@ def table(results: dict[str, Any], equivalent: dict[str, Any],
                     f"| {same} | {logged} | {score} | {not_run} |")
     ran = ", ".join(f"`{p.removeprefix('clusterset_dns/')}` ({r['commit']}"
                     + (f"; only {', '.join(_short(o) for o in r['only'])}" if r.get("only")
-                       else "") + (f"; {r['note']}" if r.get("note") else "") + ")"
+                       else "") + (f"; {r['note']}" if r.get("note") else "")
+                    + (f"; {mutmerge.provenance(r)}" if mutmerge.provenance(r) else "") + ")"
                     for p, r in sorted(results.items()))
     unrun = ", ".join(f"`{p.removeprefix('clusterset_dns/')}`" for p in missing)
     lines = [BEGIN, "", *rows, "", f"Files run (at the commit): {ran or 'none'}.", "",
@@ -478,6 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "are kept while only the tests change)")
     parser.add_argument("--report", action="store_true", help="record the results in "
                         "docs/mutation/results.json and regenerate docs/testing.md's table")
+    parser.add_argument("--rejudge", action="store_true", help="run only the recorded "
+                        "survivors not judged equivalent, against today's code and tests; "
+                        "with --report, those now killed (same change) count as killed")
+    parser.add_argument("--add", action="store_true", help="with --mutants and --report: "
+                        "add this run of functions to the file's recorded by-function entry "
+                        "(refused if an earlier pattern selected one of its mutants)")
     parser.add_argument("--table", action="store_true",
                         help="only regenerate docs/testing.md's table from the recorded results")
     args = parser.parse_args(argv)
@@ -492,6 +573,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not paths:
         print("mutate: no file of clusterset_dns/ changed; name the files to mutate")
         return 0
+    if args.rejudge:
+        return rejudge(paths, args)
+    if args.add and not (args.mutants and args.report):
+        parser.error("--add needs --mutants and --report")
     tests = args.tests or covering_tests(paths)
     if not tests:
         parser.error("no unit test imports these modules: name them with --tests")
@@ -512,7 +597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          args.mutants if names is None else names)
     # a run by function adds up with the file's earlier ones (same tests) when recorded
     recorded = load_json(RESULTS) if args.report else {}
-    only = {p: combined(recorded.get(p), args.mutants, tests) for p in mutated}
+    only = {p: list(args.mutants) if args.add else combined(recorded.get(p), args.mutants, tests)
+            for p in mutated}
     untested = finished and untested_run(WORK / "run.log")
     found = {r.path: r for p in mutated for r in collect([p], only[p], untested)}
     results = [found.get(p) or FileResult(p, no_mutants=True) for p in paths]
@@ -525,7 +611,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not finished:
         print(f"mutate: the budget ({args.budget:.0f} s) ran out; run again to go on "
               "(verdicts are cached in .mutate/)")
-    if args.report:
+    if args.report and args.add:
+        refused = add(results, recorded, args.mutants, tests, finished)
+        if refused:
+            print(f"mutate: not added: {refused}", file=sys.stderr)
+            return 2
+        write_table()
+        print(f"mutate: added in {os.path.relpath(RESULTS, ROOT)}; docs/testing.md regenerated")
+    elif args.report:
         record(results, tests, finished, only)
         write_table()
         print(f"mutate: recorded in {os.path.relpath(RESULTS, ROOT)}; docs/testing.md regenerated")
