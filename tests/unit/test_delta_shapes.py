@@ -524,3 +524,31 @@ def test_srv_records_and_glue_filling_the_message_to_the_byte_keep_the_glue() ->
     answer = diff.zone.answers[to_wire(SVC) + b"\x00\x21\x00\x01"]
     assert len(answer.body) == 65_477
     assert int.from_bytes(answer.heads[0][8:10]) == 202  # ARCOUNT: the glue, every A
+
+
+def test_an_address_answer_shrinking_below_its_cut_loses_it_by_difference() -> None:
+    """web's A answer after its 35-byte question: 29 records (464 bytes) can exceed a
+    UDP client's room (489 bytes less the question: more than 454) and have cuts, 28
+    (448) cannot and have none. An endpoint leaving and coming back by difference (the
+    minimum 17 names) takes the cut away and puts it back, as a rebuild does."""
+    piece = EndpointSlice("prod", "web-0", "web", "east",
+                          tuple(Endpoint((_address(i, False),), None) for i in range(29)),
+                          (HTTP,))
+    imp = ServiceImport("prod", "web", ServiceType.HEADLESS, (), (HTTP,))
+    caches = []
+    for minimum in (None, 17):  # rebuilt whole; by difference
+        cache = Cache(ZoneNames(ZONE), 5, clock=lambda: 1_000_000.0)
+        cache.incremental_min = minimum
+        cache.apply([ReplaceImports({SERVICE: imp}), ReplaceSlices({}), SetSynced(True)])
+        cache.apply([PutSlice(("prod", "web-0"), piece)])  # the lists kept from here
+        caches.append(cache)
+    whole, diff = caches
+    lists = diff._headless[SERVICE]
+    a_key = to_wire(SVC) + b"\x00\x01\x00\x01"
+    assert a_key in diff.zone.cuts
+    for endpoints, cut in ((piece.endpoints[1:], False), (piece.endpoints, True)):
+        for cache in (whole, diff):
+            cache.apply([PutSlice(("prod", "web-0"), replace(piece, endpoints=endpoints))])
+        assert diff._headless[SERVICE] is lists
+        _same_zone(whole, diff)
+        assert (a_key in diff.zone.cuts) is cut
