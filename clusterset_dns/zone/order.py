@@ -108,7 +108,7 @@ class Tiers:
         return "the local cluster" + (f", elsewhere by {' and '.join(read)}" if read else "")
 
 
-FEW_ADDRESSES = 16  # this many A records fit any UDP answer (16 bytes each)
+FEW_ADDRESSES = 8  # fit any UDP answer, as AAAA under a 255-byte name too: 224 <= 489 - 259
 
 
 def endpoint_ranks(endpoints: list[list[Packed]]) -> dict[Packed, int]:

@@ -424,7 +424,7 @@ class RecordBuilder:
         if not every:
             return  # no ready endpoint anywhere: the service name does not exist
         self._exists(out, svc)
-        # Endpoint ranks only where a truncated answer may need them (over ~400 bytes).
+        # Endpoint ranks only where a truncated answer may need them (order.FEW_ADDRESSES).
         address_ranks = (endpoint_ranks(list(endpoints.values()))
                          if len(every) > FEW_ADDRESSES else None)
         self._addresses(out, svc, sorted_packed(
