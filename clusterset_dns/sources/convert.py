@@ -12,15 +12,16 @@ only cost part of an object (one bad IP, one bad endpoint) are reported to the
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
-from ipaddress import IPv4Address, ip_address
 from socket import AF_INET, inet_pton
 from typing import Any, TypeGuard
 
 from clusterset_dns.base import names
+from clusterset_dns.sources import fields
+from clusterset_dns.sources.fields import InvalidObject as InvalidObject
+from clusterset_dns.sources.fields import Warn as Warn
 from clusterset_dns.zone.model import (
-    IP,
     NOWHERE,
     Columns,
     Condition,
@@ -28,11 +29,10 @@ from clusterset_dns.zone.model import (
     Hints,
     ObjectKey,
     Place,
-    Port,
     Prefer,
     ServiceImport,
     ServiceType,
-    pack_ips,
+    pack,
 )
 
 GROUP = "multicluster.x-k8s.io"
@@ -53,17 +53,10 @@ MAX_CONDITION_TEXT = 256  # characters kept of a condition's reason and message
 MAX_HINTS = 8
 MAX_HINT_NAME = 253
 
-Warn = Callable[[str], None]
 READY, SERVING, DOWN = 0, 1, 2  # an endpoint's state (_endpoint)
-
-
-class InvalidObject(ValueError):
-    """The object cannot be served at all; the message says why."""
-
-
-def _ignore(_: str) -> None:
-    pass
-
+# the checks of single fields (fields.py), by the names this module always used
+_dns_label, _ignore, _lower = fields.dns_label, fields.ignore, fields.lower
+_ip, _ports = fields.parse_ip, fields.ports
 
 def kind_of(obj: Mapping[str, Any]) -> str:
     kind = obj.get("kind")
@@ -78,28 +71,6 @@ def key_of(obj: Mapping[str, Any]) -> ObjectKey:
     if not isinstance(name, str) or not name or not isinstance(namespace, str):
         raise InvalidObject("metadata.name / metadata.namespace missing or not a string")
     return sys.intern(namespace), name
-
-
-def _lower(text: str) -> str:
-    """``text`` lower-cased, the same object when it already is: every key holds the
-    name as the API wrote it, and a copy per object would be a string per object more."""
-    lowered = text.lower()
-    return text if lowered == text else lowered
-
-
-# Port lists repeat across objects (every import of one kind of service): one tuple each.
-# Bounded, since objects choose them; starting over only costs the sharing.
-_SHARED_PORTS_CAP = 4096
-_shared_ports: dict[tuple[Port, ...], tuple[Port, ...]] = {}
-
-
-def _shared(ports: tuple[Port, ...]) -> tuple[Port, ...]:
-    found = _shared_ports.get(ports)
-    if found is None:
-        if len(_shared_ports) >= _SHARED_PORTS_CAP:
-            _shared_ports.clear()
-        _shared_ports[ports] = found = ports
-    return found
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -139,80 +110,49 @@ def _field(sections: list[Mapping[str, Any]], name: str) -> Any:
 _SERVICE_TYPES = {member.value: member for member in ServiceType}
 
 
-def _ip(raw: Any) -> IP | None:
-    """An address written as text; not a number (YAML ``yes`` or ``167772161``), not a
-    scoped IPv6 address (``fe80::1%eth0`` means nothing to another host)."""
-    if not isinstance(raw, str):
-        return None
-    text = raw.strip()
-    try:
-        # A quarter of ip_address()'s time, for the common case (100,000 endpoint
-        # addresses at start-up). inet_pton's IPv4 form is as strict as ipaddress's:
-        # four decimal octets, no leading zeros; anything else takes ip_address().
-        return IPv4Address(inet_pton(AF_INET, text))
-    except (OSError, ValueError, UnicodeError):
-        pass
-    try:
-        ip = ip_address(text)
-    except ValueError:
-        return None
-    return None if getattr(ip, "scope_id", None) else ip
+# Namespaces repeat across imports: each is checked once, then found by its text as
+# written. Bounded, since objects choose them; starting over only costs the checks.
+_NAMESPACES_CAP = 16384
+_namespaces: dict[str, str] = {}
 
 
-def _dns_label(text: Any, what: str) -> str:
-    """A field that becomes one label of a name (names.label's rule)."""
-    if not isinstance(text, str):
-        raise InvalidObject(f"{what} {text!r} is not a string")
-    try:
-        return names.label(text).decode("ascii")
-    except names.InvalidName as exc:
-        raise InvalidObject(f"{what}: {exc}") from None
-
-
-def _ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InvalidObject(f"{where} is not a list")
-    ports: list[Port] = []
-    for i, item in enumerate(raw):
-        try:
-            if not isinstance(item, Mapping):
-                raise InvalidObject("not an object")
-            number = item.get("port")
-            if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
-                raise InvalidObject(f"port {number!r} is not in 1..65535")
-            protocol = item.get("protocol") or "TCP"
-            if not isinstance(protocol, str) or protocol.upper() not in ("TCP", "UDP", "SCTP"):
-                raise InvalidObject(f"protocol {protocol!r} is not TCP, UDP or SCTP")
-            name = item.get("name") or ""
-            name = _dns_label(name, "port name") if name else ""
-            ports.append(Port(name=name, protocol=protocol.lower(), port=number))
-        except InvalidObject as exc:
-            warn(f"{where}[{i}] skipped: {exc}")
-    return _shared(tuple(ports))
+def _namespace(raw: str) -> str:
+    """A ServiceImport's namespace as a label, lower-case and interned; raises
+    InvalidObject for one that is not a label (not kept)."""
+    found = _namespaces.get(raw)
+    if found is None:
+        _dns_label(raw, "namespace")
+        found = sys.intern(_lower(raw))
+        if len(_namespaces) >= _NAMESPACES_CAP:
+            _namespaces.clear()
+        _namespaces[raw] = found
+    return found
 
 
 def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImport:
     namespace, name = key_of(obj)
-    _dns_label(namespace, "namespace")
+    namespace = _namespace(namespace)
     _dns_label(name, "name")
     sections = _sections(obj)
     raw_type = _field(sections, "type")
     svc_type = _SERVICE_TYPES.get(raw_type) if isinstance(raw_type, str) else None
     if svc_type is None:
         raise InvalidObject(f"type {raw_type!r} is neither ClusterSetIP nor Headless")
-    ips: list[IP] = []
     raw_ips = _field(sections, "ips") or []
     if not isinstance(raw_ips, list):
         raise InvalidObject("ips is not a list")
+    packed: list[bytes] = []  # without an address object each
     for raw in raw_ips:
-        ip = _ip(raw)
-        if ip is None:
-            warn(f"IP {raw!r} does not parse, dropped")
-            continue
-        if ip not in ips:
-            ips.append(ip)
+        try:
+            address = inet_pton(AF_INET, raw)  # the common case: _ip()'s first try
+        except (OSError, TypeError, ValueError, UnicodeError):
+            ip = _ip(raw)
+            if ip is None:
+                warn(f"IP {raw!r} does not parse, dropped")
+                continue
+            address = ip.packed
+        if address not in packed:  # 4 and 16 bytes never equal: families stay apart
+            packed.append(address)
     traffic = _field(sections, "trafficDistribution")
     prefer = TRAFFIC_DISTRIBUTION.get(traffic, Prefer.NOTHING) if isinstance(traffic, str) \
         else Prefer.NOTHING
@@ -223,10 +163,10 @@ def service_import(obj: Mapping[str, Any], warn: Warn = _ignore) -> ServiceImpor
     slice_objects = _field(sections, SLICE_OBJECTS)
     slice_objects = slice_objects if isinstance(slice_objects, str) else ""
     return ServiceImport(
-        namespace=sys.intern(_lower(namespace)),
+        namespace=namespace,
         name=sys.intern(_lower(name)),
         type=svc_type,
-        packed_ips=pack_ips(ips) if svc_type is ServiceType.CLUSTER_SET_IP else b"",
+        packed_ips=pack(packed) if svc_type is ServiceType.CLUSTER_SET_IP else b"",
         ports=_ports(_field(sections, "ports"), "ports", warn),
         prefer=prefer,
         unknown_traffic=unknown,

@@ -9,21 +9,22 @@ from typing import Any
 
 import pytest
 
-from clusterset_dns.sources import convert
+from clusterset_dns.sources import convert, fields
 from clusterset_dns.zone.model import Port
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 
-@pytest.mark.parametrize("table, cap, add", [
-    ("_shared_ports", 4096, lambda i: convert._shared((Port("", "tcp", i + 1),))),
-    ("_hostnames", 16384, lambda i: convert._hostname(f"h{i}")),
-    ("_shared_places", 4096, lambda i: convert._place(f"z{i}", None, None)),
-    ("_shared_hints", 4096,
+@pytest.mark.parametrize("module, table, cap, add", [
+    (fields, "_shared_ports", 4096, lambda i: fields.shared((Port("", "tcp", i + 1),))),
+    (convert, "_hostnames", 16384, lambda i: convert._hostname(f"h{i}")),
+    (convert, "_shared_places", 4096, lambda i: convert._place(f"z{i}", None, None)),
+    (convert, "_shared_hints", 4096,
      lambda i: convert._hints({"forZones": [{"name": f"z{i}"}]})),
 ])
-def test_each_shared_table_starts_over_past_its_size(table: str, cap: int, add: Any) -> None:
+def test_each_shared_table_starts_over_past_its_size(module: Any, table: str, cap: int,
+                                                     add: Any) -> None:
     """Full at ``cap`` entries: the next new one empties it first."""
-    shared = getattr(convert, table)
+    shared = getattr(module, table)
     shared.clear()  # forked test runs start with what earlier tests left
     for i in range(cap):
         add(i)

@@ -51,7 +51,8 @@ ALLOWED: dict[str, set[str]] = {
     "base.names": set(),
     # sources: where objects come from
     "sources": set(),
-    "sources.convert": {"base.names", "zone.model"},
+    "sources.fields": {"base.names", "zone.model"},
+    "sources.convert": {"base.names", "sources.fields", "zone.model"},
     "sources.properties": {"base.names", "sources.convert"},
     "sources.dirwalk": set(),
     "sources.yamlsafe": set(),
