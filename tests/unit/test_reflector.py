@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -33,7 +34,9 @@ from .test_watch import (
     bookmark,
     error_event,
     event,
+    fat_slices,
     imports_run,
+    list_limits,
     page,
     stop,
     until,
@@ -403,3 +406,50 @@ def test_a_404_is_retried_by_a_reflector_not_discovered(clock: FakeClock) -> Non
     run.run()
     assert sorted(run.imports()) == ["other/api"]
     assert len(clock.sleeps) == 1
+
+
+# -- the limits after a first response read as it arrived -----------------------------------
+
+def test_a_first_response_read_in_batches_sizes_the_next_page_by_all_its_items(
+        clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An API server without a watch cache pages the first list: the response read in
+    batches (one item each here) held two objects of 1.5 MiB, so the next page asks for
+    what 4 MiB holds of them (2), counted over both batches (not 1, nor 3)."""
+    monkeypatch.setattr(liststream, "STREAM_BATCH", 1)
+    fat = fat_slices(3, 3 << 19)
+    limits = list_limits(clock, [fat[0:2], fat[2:3]])
+    per_item = len(json.dumps(page(*fat[0:2], rv="10", cont="c0"))) / 2
+    assert limits == [reflector.FIRST_PAGE, int(reflector.PAGE_BYTES // per_item)] == [2, 2]
+
+
+def test_an_empty_page_with_a_continue_token_leaves_the_limit(clock: FakeClock) -> None:
+    """A page of no items tells nothing of their size: the next page asks for as many."""
+    small = fat_slices(2, 100)
+    assert list_limits(clock, [small[0:1], [], small[1:2]]) == [2, 4, 4]
+
+
+# -- a relist of nothing known -----------------------------------------------------------------
+
+@pytest.mark.timeout(10)
+def test_a_relist_after_an_empty_list_counts_what_it_finds_as_drift(clock: FakeClock) -> None:
+    """Nothing known (the first list was empty): the relist is read as it arrives, and
+    what it finds was never delivered by the watch: drift, counted as added."""
+    run = imports_run(clock)
+    run.client.lists[run.path] = [page(rv="10"), page(WEB, DB, rv="20")]
+    run.client.streams[run.path] = [[error_event(410)]]
+    run.run()
+    assert run.client.streamed == [run.path, run.path]
+    assert samples(run, "clusterset_dns_relist_drift_total") == {("import", "added"): 2}
+    assert sorted(run.imports()) == ["prod/db", "prod/web"]
+
+
+@pytest.mark.timeout(10)
+def test_a_relist_reports_new_rejections_with_the_ones_it_clears(clock: FakeClock) -> None:
+    run = imports_run(clock)
+    other_bad = service_import("otherbad", type_="Bogus")
+    run.client.lists[run.path] = [page(WEB, BAD_NEW, rv="10"), page(WEB, other_bad, rv="20")]
+    run.client.streams[run.path] = [[error_event(410)]]
+    run.run()
+    reason = "type 'Bogus' is neither ClusterSetIP nor Headless"
+    assert sorted((op.key, op.reason) for op in run.ops[-1] if isinstance(op, PutRejected)) == [
+        (("prod", "newbad"), None), (("prod", "otherbad"), reason)]
