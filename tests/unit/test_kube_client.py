@@ -147,6 +147,72 @@ def test_a_body_that_cannot_be_read_is_a_kube_error(fail: BaseException | None,
     assert api.response.released == 1
 
 
+# -- a list read as it arrives (get's each=) ----------------------------------------------------
+
+def streamed(api: Api, path: str, params: Any = None,
+             **kwargs: Any) -> tuple[Any, list[list[Any]]]:
+    batches: list[list[Any]] = []
+    rest = run(api, lambda c: c.get(path, params, each=batches.append, **kwargs))
+    return rest, batches
+
+
+def test_a_list_read_as_it_arrives_hands_its_items_over_cut() -> None:
+    """The items go to ``each`` as they are decoded, each one's metadata cut; the
+    response comes back without them; its length counted; each wait for bytes bounded,
+    not the whole response."""
+    body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "9"},
+                       "items": [{"metadata": meta({"a": "b"})},
+                                 {"metadata": {"name": "m"}}]}).encode()
+    api = Api(Response(chunks=[body[:10], body[10:]]))
+    sizes: list[int] = []
+    rest, batches = streamed(api, "/apis/x", {"limit": 500, "resourceVersion": "0"},
+                             sizes=sizes)
+    assert rest == {"kind": "List", "metadata": {"resourceVersion": "9"}, "items": []}
+    assert batches == [[{"metadata": {"name": "n", "uid": "u"}}, {"metadata": {"name": "m"}}]]
+    assert sizes == [len(body)]
+    [(path, method, kwargs)] = api.calls
+    timeout = kwargs.pop("_request_timeout")
+    assert (path, method, kwargs) == ("/apis/x", "GET", {
+        "query_params": [("limit", "500"), ("resourceVersion", "0")],
+        "header_params": {"Accept": "application/json"}, "auth_settings": ["BearerToken"],
+        "_preload_content": False})
+    assert timeout == aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=30)
+    assert api.response.released == 1
+
+
+def test_a_list_read_as_it_arrives_without_parameters_and_its_own_timeout() -> None:
+    api = Api(Response(chunks=[b'{"items": []}']))
+    assert streamed(api, "/l", timeout=7) == ({"items": []}, [])
+    assert api.calls[0][2]["query_params"] == []
+    assert api.calls[0][2]["_request_timeout"] == aiohttp.ClientTimeout(
+        total=None, sock_connect=7, sock_read=7)
+
+
+@pytest.mark.parametrize(("chunks", "fail", "message"), [
+    ([b'{"items": [{}'], aiohttp.ClientPayloadError("cut short"), "cut short"),
+    ([b'{"items": ['], ConnectionResetError(104, "reset"), "[Errno 104] reset"),
+    ([], TimeoutError("slow"), "slow"),
+    ([b'{"items": [1]}'], None, "list response: an item is not an object"),
+    ([b'{"items": []'], None, "the list response ends before its end"),
+])
+def test_a_list_that_cannot_be_read_as_it_arrives_is_a_kube_error(
+        chunks: list[bytes], fail: BaseException | None, message: str) -> None:
+    api = Api(Response(chunks=chunks, fail=fail))
+    with pytest.raises(KubeError) as raised:
+        streamed(api, "/l", {"limit": 1})
+    assert type(raised.value) is KubeError
+    assert str(raised.value) == f"reading /l: {message}"
+    assert api.response.released == 1
+
+
+def test_an_http_error_to_a_list_read_as_it_arrives_is_an_api_error() -> None:
+    api = Api(Response(410, b'{"kind": "Status", "message": "too old"}'))
+    with pytest.raises(ApiError) as raised:
+        streamed(api, "/l", {"limit": 1})
+    assert (raised.value.status, str(raised.value)) == (410, "HTTP 410: too old")
+    assert api.response.released == 1
+
+
 # (made in the test, not at collection: the code under test runs in the test)
 FAILURES: list[tuple[Callable[[], BaseException], type[KubeError], str, int | None]] = [
     (lambda: kube.ApiException(status=403, reason="Forbidden"), ApiError,
