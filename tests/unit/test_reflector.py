@@ -453,3 +453,26 @@ def test_a_relist_reports_new_rejections_with_the_ones_it_clears(clock: FakeCloc
     reason = "type 'Bogus' is neither ClusterSetIP nor Headless"
     assert sorted((op.key, op.reason) for op in run.ops[-1] if isinstance(op, PutRejected)) == [
         (("prod", "newbad"), None), (("prod", "otherbad"), reason)]
+
+
+def test_a_paged_list_waits_on_no_timer() -> None:
+    """The turn that sends the next page's request is one turn of the event loop, not a
+    timer: a list of three pages answered at once is done within a bounded number of
+    turns (a wait of even a second per page would make a list of thousands of pages
+    take that many seconds)."""
+    run = imports_run(FakeClock())
+    run.client.lists[run.path] = [page(WEB, rv="10", cont="c1"), page(DB, rv="10", cont="c2"),
+                                  page(API, rv="10")]
+
+    async def main() -> int:
+        task = asyncio.ensure_future(run.reflector.relist())
+        for turns in range(100):
+            if task.done():
+                task.result()
+                return turns
+            await asyncio.sleep(0)
+        await stop(task)
+        raise AssertionError("the list was not done in 100 turns of the event loop")
+
+    assert asyncio.run(main()) < 100
+    assert sorted(run.imports()) == ["other/api", "prod/db", "prod/web"]
