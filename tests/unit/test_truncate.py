@@ -14,6 +14,7 @@ import dns.rrset
 import pytest
 
 from clusterset_dns.base.names import ZoneNames
+from clusterset_dns.serving import stats as counters
 from clusterset_dns.serving import udpbatch
 from clusterset_dns.serving.handler import Handler
 from clusterset_dns.serving.server import make_socket
@@ -191,6 +192,26 @@ def test_the_fast_path_answers_tc_alone_when_no_cut_is_kept(payload: int | None)
         reply = decode(data[:2] + tail)
         assert reply.has(dns.flags.TC) and not reply.answer
         assert reply.has(dns.flags.RD) == rd and reply.has(dns.flags.CD) == cd
+
+
+@pytest.mark.parametrize(("qname", "qtype", "payload"), [
+    (BIG, "A", None), (BIG, "SRV", None), (DUAL, "AAAA", None),
+    (BIG, "A", 1232), (BIG, "SRV", 512), (DUAL, "AAAA", 1000)])
+def test_the_fast_path_counts_its_cut_as_a_udp_answer_of_its_type(
+        qname: str, qtype: str, payload: int | None) -> None:
+    """A cut answer leaves over UDP: counted there, under its type and NOERROR, without
+    an EDE, exactly as the slow path counts the same answer (the per-transport counters
+    are what clusterset_dns_requests_total reports)."""
+    handler = fresh()
+    data = query(qname, qtype) if payload is None else query(qname, qtype, edns=0,
+                                                               payload=payload)
+    for fast in (True, False):
+        before = list(handler.stats.requests)
+        tail = handler.fast(data[2:], False) if fast else (handler.slow(data, False) or b"")[2:]
+        assert tail and tail[0] & 0x02  # TC set: a cut answer
+        counted = {counters.slot_of(i): n - before[i]
+                   for i, n in enumerate(handler.stats.requests) if n != before[i]}
+        assert counted == {(qtype, "udp", None, 0): 1}
 
 
 # -- rotation ------------------------------------------------------------------------------------
