@@ -151,20 +151,37 @@ class EndpointNames:
 class ZoneNames:
     """The names of one zone, built once from the zone name."""
 
-    __slots__ = ("apex", "dns_version", "ns", "svc")
+    __slots__ = ("_room", "_svc_wire", "apex", "dns_version", "ns", "svc")
 
     def __init__(self, zone: str) -> None:
         self.apex: Labels = split(zone)
         self.svc: Labels = (b"svc", *self.apex)
         self.dns_version: Labels = (b"dns-version", *self.apex)
         self.ns: Labels = (b"ns", b"dns", *self.apex)
+        self._svc_wire = to_wire(self.svc)
+        # bytes left for a service's two labels and their length bytes: the zone's labels
+        # were checked once here, so a service name only checks its own two
+        self._room = MAX_NAME_WIRE - len(self._svc_wire) - 2
 
     # Every name an object makes is built by one of these three, and each checks the
     # lengths of the whole name: the object-level rule (cache admission) calls them
     # too. The syntax of each part was checked by label() when the field was read.
 
     def service(self, namespace: str, name: str) -> Labels:
-        return check((label(name), label(namespace), *self.svc))
+        # label() checks each part (1..63 bytes): only the whole name's length is left
+        # (check() would walk the zone's labels again: start-up names every import twice)
+        first, second = label(name), label(namespace)
+        if len(first) + len(second) > self._room:
+            raise InvalidName(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
+        return (first, second, *self.svc)
+
+    def service_wire(self, namespace: str, name: str) -> bytes:
+        """``to_wire(self.service(namespace, name))``, lower case, without the tuple."""
+        first, second = label(name), label(namespace)
+        if len(first) + len(second) > self._room:
+            raise InvalidName(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
+        return b"".join((bytes((len(first),)), first, bytes((len(second),)), second,
+                         self._svc_wire))
 
     def port_srv(self, service: Labels, port_name: str, protocol: str) -> Labels:
         """``_<port>._<proto>.<service>``: a 63-character port name (legal in Kubernetes)

@@ -51,7 +51,7 @@ class Pending:
     def add(self, key: ObjectKey) -> None:
         if key in self.services:
             return
-        name = to_wire(self.names.service(*key)).lower()
+        name = self.names.service_wire(*key)
         self.services[key] = name
         self._by_name[name] = key
         self._by_namespace.setdefault(key[0], {})[key] = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ipaddress import ip_address
+from typing import Any
 
 import pytest
 
@@ -251,3 +252,31 @@ def test_endpoint_names_agree_with_zone_endpoint(service_labels: tuple[str, str]
         assert fast.name(hostname) == (labels, names.to_wire(labels))
     with pytest.raises(names.InvalidName):
         fast.name("")
+
+
+LONG_ZONE = ".".join(["a" * 63, "b" * 63, "c" * 50])  # svc under it: 184 bytes on the wire
+
+
+@pytest.mark.parametrize(("namespace", "name"), [
+    ("prod", "web"), ("Prod", "WEB"), ("n" * 63, "s" * 63), ("x", "y" * 63)])
+def test_a_service_name_in_wire_form_is_its_labels_encoded(namespace: str, name: str) -> None:
+    for zone in (ZoneNames("clusterset.local"), ZoneNames("ClusterSet.Local.")):
+        assert zone.service_wire(namespace, name) == names.to_wire(zone.service(namespace, name))
+
+
+@pytest.mark.parametrize("get", [ZoneNames.service, ZoneNames.service_wire],
+                         ids=["labels", "wire"])
+def test_a_service_name_is_255_bytes_at_most_to_the_byte(get: Any) -> None:
+    """Under a zone of 184 bytes the name and namespace share 255 - 184 - 2 bytes."""
+    zone = ZoneNames(LONG_ZONE)
+    assert names.wire_length(zone.svc) == 184
+    room = 255 - 184 - 2
+    fits = get(zone, "n" * 10, "s" * (room - 10))
+    wire = fits if isinstance(fits, bytes) else names.to_wire(fits)
+    assert len(wire) == 255
+    with pytest.raises(names.InvalidName, match=r"^name longer than 255 bytes on the wire$"):
+        get(zone, "n" * 10, "s" * (room - 9))
+    with pytest.raises(names.InvalidName):  # each label is still checked
+        get(zone, "prod", "x" * 64)
+    with pytest.raises(names.InvalidName):
+        get(zone, "a.b", "web")
