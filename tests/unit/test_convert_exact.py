@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clusterset_dns.sources import convert, fields
-from clusterset_dns.zone.model import Port
+from clusterset_dns.zone.model import Hints, Port
 from clusterset_dns_testkit.objects import endpoint, endpoint_slice, port, service_import
 
 
@@ -224,10 +224,32 @@ def test_a_bad_endpoint_says_which_and_why(raw: Any, message: str) -> None:
     ("hostname", "Web-0", "web-0"), ("hostname", "", None), ("hostname", None, None),
 ])
 def test_an_endpoints_place_and_name(field: str, value: Any, kept: str | None) -> None:
+    convert._shared_places.clear()  # forked test runs start with the places earlier tests made
     found, warnings = one_slice({"addresses": ["10.0.0.1"], field: value})
     (only,) = found.endpoints
     attribute = {"nodeName": "node"}.get(field, field)
     assert getattr(only, attribute) == kept and warnings == []
+
+
+def test_an_endpoints_zone_node_and_hints_are_kept_apart() -> None:
+    """Each where the slice put it: places are shared by their three fields, so the
+    table is emptied first (a forked run starts with the places earlier tests made)."""
+    convert._shared_places.clear()
+    found, warnings = one_slice({"addresses": ["10.0.0.1"], "zone": "z-1", "nodeName": "n-1",
+                                 "hints": {"forZones": [{"name": "z-2"}]}})
+    (only,) = found.endpoints
+    assert (only.zone, only.node, only.hints) == ("z-1", "n-1", Hints(frozenset({"z-2"})))
+    assert warnings == []
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("fd00::1", "address 'fd00::1' is not IPv4 like its slice, dropped"),
+    ("10.0.0.300", "address '10.0.0.300' does not parse, dropped"),
+])
+def test_an_address_dropped_skips_only_itself(bad: str, message: str) -> None:
+    found, warnings = one_slice({"addresses": [bad, "10.0.0.1", "10.0.0.2"]})
+    assert [str(a) for e in found.endpoints for a in e.addresses] == ["10.0.0.1", "10.0.0.2"]
+    assert warnings == [f"endpoints[0]: {message}"]
 
 
 def test_a_hostname_is_checked_once_and_shared() -> None:
