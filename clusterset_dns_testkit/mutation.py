@@ -411,13 +411,26 @@ def rejudge(paths: Sequence[str], args: argparse.Namespace) -> int:
         print(f"  {path}: {_CACHE_NOTES[decision]}")
     finished = run_mutmut(args.budget, args.jobs, WORK / "run.log",
                           to_run(paths, every) or every)
+    # a function that changed since may give a recorded change another number: the
+    # mutant of the same function that reads as recorded is run in its place
+    moved = {p: renamed(p, {f"{module_name(p)}.{s['mutant']}": s["mutation"]
+                            for s in recorded[p]["survivors"]
+                            if f"{module_name(p)}.{s['mutant']}" in names[p]}) for p in paths}
+    again = [n for p in paths for n in moved[p].values()]
+    if again and finished:
+        finished = run_mutmut(args.budget, args.jobs, WORK / "run.log",
+                              to_run(paths, again) or again)
     left = 0
     for path in paths:
-        codes, texts = exit_codes(path), diffs(names[path])
+        codes = exit_codes(path)
+        runs = {n: moved[path].get(n, n) for n in names[path]}
+        texts = diffs(list(runs.values()))
         source = (ROOT / path).read_text(encoding="utf-8")
-        outcome = {n.rsplit(".", 1)[-1]: (verdict(codes.get(n)),
-                                          mutsource.describe(source, n, texts.get(n, ""))[1])
-                   for n in names[path] if codes.get(n) is not None}
+        outcome = {n.rsplit(".", 1)[-1]: (verdict(codes.get(r)),
+                                          mutsource.describe(source, r, texts.get(r, ""))[1])
+                   for n, r in runs.items() if codes.get(r) is not None}
+        for old, new in moved[path].items():
+            print(f"  {old.rsplit('.', 1)[-1]} is {new.rsplit('.', 1)[-1]} now")
         entry, changed = mutmerge.rejudged(recorded[path], outcome, _stamp(tests))
         killed = entry["killed"] - recorded[path]["killed"]
         still = len(names[path]) - killed
@@ -434,6 +447,27 @@ def rejudge(paths: Sequence[str], args: argparse.Namespace) -> int:
         write_table()
         print(f"mutate: recorded in {os.path.relpath(RESULTS, ROOT)}; docs/testing.md regenerated")
     return 1 if left else 0
+
+
+def renamed(path: str, wanted: Mapping[str, str]) -> dict[str, str]:
+    """For survivors (full name: the change recorded) whose mutant now reads otherwise,
+    the one other mutant of the same function that reads as recorded (none: left out)."""
+    source = (ROOT / path).read_text(encoding="utf-8")
+    texts = diffs(list(wanted))
+    moved = {n: text for n, text in wanted.items()
+             if mutsource.describe(source, n, texts.get(n, ""))[1] != text}
+    if not moved:
+        return {}
+    functions = {n.rsplit("__mutmut_", 1)[0] for n in moved}
+    others = [n for n in exit_codes(path)
+              if n.rsplit("__mutmut_", 1)[0] in functions and n not in wanted]
+    found, other_texts = {}, diffs(others)
+    for name, text in moved.items():
+        same = [n for n in others if n.rsplit("__mutmut_", 1)[0] == name.rsplit("__mutmut_", 1)[0]
+                and mutsource.describe(source, n, other_texts.get(n, ""))[1] == text]
+        if len(same) == 1:
+            found[name] = same[0]
+    return found
 
 
 def server_files(source: Path = ROOT / "clusterset_dns") -> list[str]:

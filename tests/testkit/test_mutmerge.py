@@ -106,6 +106,7 @@ def command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     state: dict[str, Any] = {"codes": {}, "ran": [], "finished": True}
     texts = {"x_f__mutmut_1": ("a + 1", "a - 1"), "x_f__mutmut_2": ("a + 1", "a + 2"),
              "x_g__mutmut_1": ("b - 1", "b + 1"), "x_g__mutmut_3": ("b - 1", "b - 2")}
+    state["texts"] = texts
 
     def run_mutmut(budget: float, jobs: int, log: Path, only: list[str]) -> bool:
         state["ran"].append(list(only))
@@ -200,3 +201,34 @@ def test_add_needs_patterns_and_report(command: dict[str, Any]) -> None:
     with pytest.raises(SystemExit):
         mutation.main(["--add", PATH, "--mutants", f"{MODULE}.x_g*", *tests])
     assert command["ran"] == []
+
+
+def test_rejudge_finds_a_survivor_numbered_otherwise_in_its_function(
+        command: dict[str, Any]) -> None:
+    """f changed since: its recorded a + 1 -> a - 1 is mutant 4 now, and 1 is another
+    change. Mutant 4 is run in its place; g's survivor is run as recorded."""
+    command["texts"].update({"x_f__mutmut_1": ("a + 1", "a * 1"),
+                             "x_f__mutmut_4": ("a + 1", "a - 1"),
+                             "x_f__mutmut_5": ("a + 1", "a // 1")})
+    command["codes"] = {f"{MODULE}.x_f__mutmut_1": 0, f"{MODULE}.x_f__mutmut_4": 1,
+                        f"{MODULE}.x_f__mutmut_5": 0, f"{MODULE}.x_g__mutmut_1": 0,
+                        f"{MODULE}.x_g__mutmut_3": 0}
+    assert mutation.main(["--rejudge", "--report", PATH]) == 1  # g's still listed
+    assert command["ran"][1] == [f"{MODULE}.x_f__mutmut_4"]
+    recorded = json.loads(mutation.RESULTS.read_text())[PATH]
+    assert recorded["killed"] == 7
+    assert [s["mutant"] for s in recorded["survivors"]] == \
+        ["x_f__mutmut_2", "x_g__mutmut_1", "x_g__mutmut_2"]
+
+
+def test_rejudge_leaves_a_survivor_two_mutants_could_be(command: dict[str, Any]) -> None:
+    command["texts"].update({"x_f__mutmut_1": ("a + 1", "a * 1"),
+                             "x_f__mutmut_4": ("a + 1", "a - 1"),
+                             "x_f__mutmut_5": ("a + 1", "a - 1")})
+    command["codes"] = {f"{MODULE}.x_f__mutmut_1": 0, f"{MODULE}.x_f__mutmut_4": 1,
+                        f"{MODULE}.x_f__mutmut_5": 1, f"{MODULE}.x_g__mutmut_1": 1}
+    assert mutation.main(["--rejudge", "--report", PATH]) == 1
+    assert len(command["ran"]) == 1  # nothing run in f's place
+    recorded = json.loads(mutation.RESULTS.read_text())[PATH]
+    assert [s["mutant"] for s in recorded["survivors"]] == ["x_f__mutmut_1", "x_f__mutmut_2",
+                                                            "x_g__mutmut_2"]
