@@ -212,6 +212,25 @@ def test_what_each_unreadable_file_says(tmp_path: Path, monkeypatch: pytest.Monk
     assert failure(denied) == ("read", "cannot open: Permission denied")
 
 
+def test_a_file_is_opened_read_only_non_blocking_and_closed_on_exec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """O_NONBLOCK: a FIFO is refused at once, not waited on (a blocking open of one
+    with no writer never returns); O_CLOEXEC: no child process inherits the file."""
+    path = write(tmp_path / "web.yaml", [WEB])
+    flags: list[int] = []
+    real_open = os.open
+
+    def recording(name: Any, how: int, *args: Any, **kwargs: Any) -> int:
+        flags.append(how)
+        return real_open(name, how, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording)
+    read(path)
+    [how] = flags
+    assert how & os.O_ACCMODE == os.O_RDONLY
+    assert how & os.O_NONBLOCK and how & os.O_CLOEXEC
+
+
 class Reader:
     """The file object _read_text reads through: counts the bytes it hands over, or fails."""
 
