@@ -326,3 +326,32 @@ def test_a_step_encodes_while_at_most_step_seconds_have_passed() -> None:
     pieces = over - 2
     assert pieces > 10 and exact_messages == over_messages
     assert exact - 2 == under - 2 == pieces // 2  # two pieces a step (the last alone if odd)
+
+
+class BoundedTurns(xfr.Turns):
+    """Fails a transfer that asks for more than ``most`` turns of the loop, so a
+    transfer that never ends fails here instead of hanging the test."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self.most, self.taken_turns = most, 0
+
+    async def turn(self) -> None:
+        self.taken_turns += 1
+        if self.taken_turns > self.most:
+            raise AssertionError(f"the transfer asked for a turn more than {self.most}")
+        await super().turn()
+
+
+@pytest.mark.parametrize(("services", "each"), [(1, 1), (8, 500)])
+def test_a_transfer_whose_step_never_runs_out_of_time_takes_two_turns(
+        services: int, each: int) -> None:
+    """On a clock that does not move, the first step encodes and sends the whole zone
+    and the transfer ends: the snapshot's turn and that step's, not one more."""
+    cache, journal = big_cache(services, each)
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}), clock=FakeClock())
+    t.turns = turns = BoundedTurns(10)
+    messages = run(t, dns.message.make_query(ZONE, "AXFR").to_wire())
+    assert turns.taken_turns == 2
+    assert (len(messages) > 1) is (each > 1)  # one step sends several messages too
+    assert t.counts.by == {("axfr", "full"): 1}
