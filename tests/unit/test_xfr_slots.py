@@ -118,6 +118,30 @@ def test_slow_readers_of_few_addresses_leave_a_slot_for_another_client() -> None
     asyncio.run(main())
 
 
+def test_an_address_and_its_ipv4_mapped_form_are_one_client() -> None:
+    """A dual-stack socket gives an IPv4 client as ::ffff:a.b.c.d: both forms run
+    against one share, counted under the IPv4 address."""
+    async def main() -> None:
+        clock = FakeClock()
+        t = transfers(clock)
+        readers: list[Stuck] = []
+        tasks: list[asyncio.Task[Any]] = []
+        for peer in ("127.0.0.5", "::ffff:127.0.0.5") * 2 + ("::ffff:127.0.0.5",):
+            readers.append(Stuck())
+            coro = t.start(AXFR, peer, readers[-1])
+            assert coro is not None
+            tasks.append(asyncio.ensure_future(coro))
+            await settle(tasks, readers)
+        assert [r.busy() for r in readers] == [False] * 4 + [True]
+        assert t.running == {"127.0.0.5": 4} and t.active == 4
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert t.running == {} and t.active == 0
+
+    asyncio.run(main())
+
+
 # a whole share: 5 to 7 transfers are one each (5 / 4 is no share of 1.25), 11 two each
 @pytest.mark.parametrize(("most", "share"), [(1, 1), (2, 1), (4, 1), (5, 1), (7, 1), (8, 2),
                                             (11, 2), (16, 4)])
