@@ -5,6 +5,7 @@ and the last slot is kept for an address running none."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import dns.message
@@ -52,7 +53,8 @@ async def settle(tasks: list[asyncio.Task[Any]], senders: list[Stuck]) -> None:
     raise AssertionError("transfers neither stuck nor done")
 
 
-def test_a_transfer_lasts_at_most_the_timeout_to_the_second() -> None:
+def test_a_transfer_lasts_at_most_the_timeout_to_the_second(
+        caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> None:
         clock = FakeClock()
         t = transfers(clock)
@@ -74,7 +76,10 @@ def test_a_transfer_lasts_at_most_the_timeout_to_the_second() -> None:
         assert t.counts.by[("axfr", "timeout")] == 1
         assert t._shared is None  # the snapshot it held is let go
 
-    asyncio.run(main())
+    with caplog.at_level(logging.INFO, "clusterset_dns.transfers.xfr"):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records] == [
+        "AXFR to 127.0.0.2 cut: not done within --xfr-timeout 60s"]
 
 
 def test_slow_readers_of_few_addresses_leave_a_slot_for_another_client() -> None:
