@@ -355,3 +355,24 @@ def test_a_transfer_whose_step_never_runs_out_of_time_takes_two_turns(
     assert turns.taken_turns == 2
     assert (len(messages) > 1) is (each > 1)  # one step sends several messages too
     assert t.counts.by == {("axfr", "full"): 1}
+
+
+@pytest.mark.parametrize(("keyed", "most"), [(False, 65535), (True, 65535 - xfr.TSIG_ROOM)])
+def test_the_messages_of_a_tcp_transfer_are_packed_to_64k_less_the_tsig_room(
+        keyed: bool, most: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer is given the whole 65,535 bytes of a TCP message, or that less
+    TSIG_ROOM when each message is signed; each message sent keeps to it."""
+    limits: list[int] = []
+
+    class Noted(xfr.MessageWriter):
+        def __init__(self, head: bytes, question: bytes, limit: int) -> None:
+            limits.append(limit)
+            super().__init__(head, question, limit)
+
+    monkeypatch.setattr(xfr, "MessageWriter", Noted)
+    cache, journal = big_cache()
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY if keyed else None, xfr.Counts({}))
+    query = dns.message.make_query(ZONE, "AXFR")
+    messages = run(t, signed(query) if keyed else query.to_wire())
+    assert limits == [most]
+    assert len(messages) > 1 and max(map(len, messages)) <= 65535
