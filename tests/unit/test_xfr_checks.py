@@ -6,6 +6,7 @@ that ends counted and giving its slot back. dnspython reads what is sent."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import struct
 import time
@@ -22,8 +23,9 @@ import dns.rrset
 import dns.tsig
 import pytest
 
-from clusterset_dns.transfers import xfr
-from clusterset_dns.transfers.journal import Journal
+from clusterset_dns.transfers import packing, xfr, zonedata
+from clusterset_dns.transfers.journal import Diff, Journal
+from clusterset_dns.zone import rrs
 from clusterset_dns.zone.cache import Cache
 
 from .fakeclock import FakeClock
@@ -376,3 +378,36 @@ def test_the_messages_of_a_tcp_transfer_are_packed_to_64k_less_the_tsig_room(
     messages = run(t, signed(query) if keyed else query.to_wire())
     assert limits == [most]
     assert len(messages) > 1 and max(map(len, messages)) <= 65535
+
+
+class OneDiff:
+    """A journal holding one difference: ``added`` records, none removed."""
+
+    def __init__(self, old: int, new: int, added: tuple[rrs.Record, ...]) -> None:
+        self.diff = Diff(old, new, (), added)
+
+    def since(self, serial: int, current: int) -> list[Diff] | None:
+        return [self.diff] if serial == self.diff.old_serial else None
+
+
+@pytest.mark.parametrize(("records", "taken"), [
+    (packing.CHUNK - 1, 3),  # the snapshot's turn, the step of the one message, the end
+    (packing.CHUNK, 4),  # and a step ended at the CHUNK-th record, before the message
+])
+def test_an_ixfr_looks_at_the_clock_after_every_chunk_of_records(records: int,
+                                                                 taken: int) -> None:
+    """Between two looks at the clock an IXFR encodes at most CHUNK records: on a clock
+    past every step's deadline, an answer of CHUNK - 1 records (one message) is one
+    step, one of exactly CHUNK records two: the first ends at its CHUNK-th record."""
+    cache, journal = big_cache(1, 40)
+    serial = cache.zone.serial
+    body = tuple(itertools.islice(zonedata.take(cache.zone).records(), records - 4))
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, None, xfr.Counts({}),
+                      clock=FakeClock(tick=1.0))
+    t.journal = OneDiff(serial - 1, serial, body)  # type: ignore[assignment]
+    t.turns = turns = BoundedTurns(10)
+    messages = run(t, ixfr_query(serial - 1).to_wire())
+    assert turns.taken_turns == taken
+    assert len(messages) == 1 and t.counts.by == {("ixfr", "incremental"): 1}
+    read = dns.message.from_wire(messages[0], xfr=True, one_rr_per_rrset=True)
+    assert len(read.answer) == records  # the SOA, the old and new SOAs, the body, the SOA
