@@ -411,3 +411,23 @@ def test_an_ixfr_looks_at_the_clock_after_every_chunk_of_records(records: int,
     assert len(messages) == 1 and t.counts.by == {("ixfr", "incremental"): 1}
     read = dns.message.from_wire(messages[0], xfr=True, one_rr_per_rrset=True)
     assert len(read.answer) == records  # the SOA, the old and new SOAs, the body, the SOA
+
+
+def test_a_signed_ixfr_of_several_messages_verifies_as_one_chain() -> None:
+    """As an AXFR's (above), an IXFR's messages made from records one by one (not
+    from a snapshot) are each signed over the previous MAC (RFC 8945 5.3.1)."""
+    cache, journal = big_cache()
+    serial = cache.zone.serial
+    t = xfr.Transfers(cache.zone, journal, ALLOWED, KEY, xfr.Counts({}))
+    t.journal = OneDiff(serial - 1, serial,  # type: ignore[assignment]
+                        tuple(zonedata.take(cache.zone).records()))
+    query = ixfr_query(serial - 1)
+    messages = run(t, signed(query))
+    assert len(messages) > 1 and t.counts.by == {("ixfr", "incremental"): 1}
+    context = None
+    for message in messages:
+        read = dns.message.from_wire(message, keyring=KEYRING, request_mac=query.mac,
+                                     xfr=True, tsig_ctx=context, multi=True,
+                                     one_rr_per_rrset=True)
+        assert read.had_tsig
+        context = read.tsig_ctx
