@@ -48,6 +48,7 @@ from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.apiload import (
     api_memory_mib,
     cpu_seconds,
+    list_floor,
     load,
     propagation,
     settle,
@@ -81,6 +82,10 @@ def one_run(args: argparse.Namespace, scale: int | None = None) -> dict[str, Any
         print(f"loaded {args.imports + args.headless} imports, "
               f"{args.headless * args.endpoints} endpoints in {results['load_s']:.1f}s; "
               f"kube-apiserver + etcd {results['apiserver_etcd_rss_mib']:.0f} MiB", flush=True)
+        settle(api)
+        # the floor: the API server sending both lists to a client that only reads them
+        results["list_floor"] = list_floor(api)
+        print(f"the first lists alone: {results['list_floor']}", flush=True)
         results["settle_s"] = [settle(api)]  # each server starts on a quiet API server
         before = api_cpu(api)
         proc, port, ours = start_ours(api, args)

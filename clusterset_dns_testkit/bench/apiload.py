@@ -126,6 +126,41 @@ def wait_answer(port: int, name: str, want: str, timeout: float) -> float:
     raise RuntimeError(f"{name} never answered {want} within {timeout}s")
 
 
+# Every object of each resource, as a client's first list asks (served by the API
+# server's watch cache): what list_floor times.
+FIRST_LISTS = ("/apis/multicluster.x-k8s.io/v1beta1/serviceimports?resourceVersion=0",
+               "/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=0")
+
+
+def list_floor(api: KubeAPI, paths: tuple[str, ...] = FIRST_LISTS) -> dict[str, float]:
+    """The time the API server takes to send both first lists, in JSON, to a client that
+    only counts their bytes (fetched at once, as a server's reflectors do; no
+    compression asked): no JSON client's first answer can come sooner. Seconds, bytes
+    and the API server's and etcd's CPU for them."""
+    def fetch(path: str) -> int:
+        conn = api._conn(600)
+        try:
+            conn.request("GET", path, headers={"Authorization": f"Bearer {api.token}",
+                                               "Accept": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RuntimeError(f"GET {path}: HTTP {resp.status}")
+            total = 0
+            while chunk := resp.read(1 << 20):
+                total += len(chunk)
+            return total
+        finally:
+            conn.close()
+
+    procs = [p.popen.pid for p in (api.apiserver, api.etcd) if p is not None]
+    before = sum(map(cpu_seconds, procs))
+    start = time.monotonic()
+    with ThreadPoolExecutor(len(paths)) as pool:
+        sizes = list(pool.map(fetch, paths))
+    return {"seconds": time.monotonic() - start, "bytes": float(sum(sizes)),
+            "api_cpu_s": sum(map(cpu_seconds, procs)) - before}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of one process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

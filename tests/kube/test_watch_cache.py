@@ -104,3 +104,27 @@ def test_labels_by_the_ten_thousand_are_cut_as_each_item_is_read(cached_api: Kub
     assert len(items) == 3
     for obj in items:
         assert set(obj["metadata"]["labels"]) == {SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL}
+
+
+def test_the_benchmarks_list_floor_reads_both_first_lists_whole(cached_api: KubeAPI) -> None:
+    """bench/kube_scale.py's floor (apiload.list_floor): every byte of both lists, as
+    the API server sends them to any client asking for resourceVersion 0."""
+    from clusterset_dns_testkit.bench import apiload
+
+    floor = apiload.list_floor(cached_api)
+    expected = 0
+    for path in apiload.FIRST_LISTS:
+        conn = cached_api._conn(60)
+        try:
+            conn.request("GET", path, headers={"Authorization": f"Bearer {cached_api.token}",
+                                               "Accept": "application/json"})
+            body = conn.getresponse().read()
+        finally:
+            conn.close()
+        expected += len(body)
+        if "endpointslices" in path:
+            assert body.count(b'"addressType"') >= SLICES  # the objects, not an error
+    assert floor["bytes"] == expected
+    assert floor["seconds"] > 0 and floor["api_cpu_s"] >= 0
+    with pytest.raises(RuntimeError, match=r"^GET /apis/none: HTTP 404$"):
+        apiload.list_floor(cached_api, ("/apis/none",))
