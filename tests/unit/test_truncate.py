@@ -844,3 +844,31 @@ def test_the_form_memory_holds_its_budget_to_the_byte(cleared: bool) -> None:
 
 def test_two_records_can_need_a_cut() -> None:
     assert truncate.needs_cuts(33, 10_000, 2)
+
+
+@pytest.mark.parametrize("more", [0, 1])
+def test_an_answer_of_512_bytes_to_the_byte_goes_whole_and_is_remembered(more: int) -> None:
+    """Without EDNS, on the fast path: A records that fill 512 bytes to the byte are the
+    whole answer, TC clear, remembered for the next identical query; one record more is
+    cut (TC) and never remembered (its cut rotates)."""
+    name = "four"  # its question leaves a room of whole A records (16 bytes each)
+    qname = f"{name}.prod.{Z}"
+    data = query(qname, "A")
+    room = 512 - len(data)
+    assert room % 16 == 0
+    ips = [f"10.7.{i // 250}.{i % 250 + 1}" for i in range(room // 16 + more)]
+    handler = Handler(build_cache(
+        [service_import(name, type_="Headless", ports=HTTP)],
+        [endpoint_slice(f"{name}-a", name, cluster="east", ports=HTTP,
+                        endpoints=[endpoint(ip) for ip in ips])]).zone, DEFAULT_UDP_CAP)
+    remembered = len(handler.responses)
+    tail = handler.fast(data[2:], False)
+    assert tail is not None
+    reply = decode(data[:2] + tail)
+    if more:
+        assert reply.has(dns.flags.TC) and len(reply.answer) == room // 16
+        assert len(handler.responses) == remembered
+    else:
+        assert len(data[:2] + tail) == 512 and not reply.has(dns.flags.TC)
+        assert sorted(addresses(reply)) == sorted(ips)
+        assert len(handler.responses) == remembered + 1
