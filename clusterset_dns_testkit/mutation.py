@@ -357,6 +357,10 @@ def record(results: Sequence[FileResult], tests: Sequence[str], finished: bool,
                             "mutants": r.total, "killed": r.killed, "not_run": r.not_run,
                             **({"note": NO_MUTANTS} if r.no_mutants else {}),
                             "survivors": r.survivors}
+    write_results(recorded)
+
+
+def write_results(recorded: dict[str, Any]) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
                        encoding="utf-8")
@@ -385,8 +389,7 @@ def add(results: Sequence[FileResult], recorded: dict[str, Any], patterns: Seque
         recorded[r.path] = mutmerge.added(entry, part, patterns,
                                           all(selected(n, union) for n in names),
                                           finished, _stamp(tests))
-    RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
-                       encoding="utf-8")
+    write_results(recorded)
     return ""
 
 
@@ -442,8 +445,7 @@ def rejudge(paths: Sequence[str], args: argparse.Namespace) -> int:
     if not finished:
         print(f"mutate: the budget ({args.budget:.0f} s) ran out; run again to go on")
     if args.report:
-        RESULTS.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
-                           encoding="utf-8")
+        write_results(recorded)
         write_table()
         print(f"mutate: recorded in {os.path.relpath(RESULTS, ROOT)}; docs/testing.md regenerated")
     return 1 if left else 0

@@ -167,19 +167,20 @@ class ZoneNames:
     # lengths of the whole name: the object-level rule (cache admission) calls them
     # too. The syntax of each part was checked by label() when the field was read.
 
-    def service(self, namespace: str, name: str) -> Labels:
+    def _service_labels(self, namespace: str, name: str) -> tuple[bytes, bytes]:
         # label() checks each part (1..63 bytes): only the whole name's length is left
         # (check() would walk the zone's labels again: start-up names every import twice)
         first, second = label(name), label(namespace)
         if len(first) + len(second) > self._room:
             raise InvalidName(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
-        return (first, second, *self.svc)
+        return first, second
+
+    def service(self, namespace: str, name: str) -> Labels:
+        return (*self._service_labels(namespace, name), *self.svc)
 
     def service_wire(self, namespace: str, name: str) -> bytes:
         """``to_wire(self.service(namespace, name))``, lower case, without the tuple."""
-        first, second = label(name), label(namespace)
-        if len(first) + len(second) > self._room:
-            raise InvalidName(f"name longer than {MAX_NAME_WIRE} bytes on the wire")
+        first, second = self._service_labels(namespace, name)
         return b"".join((bytes((len(first),)), first, bytes((len(second),)), second,
                          self._svc_wire))
 

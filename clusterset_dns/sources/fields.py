@@ -110,15 +110,9 @@ def ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
             key = found = None
         if found is not None:
             return found
-    warned = False
-
-    def note(message: str) -> None:
-        nonlocal warned
-        warned = True
-        warn(message)
-
-    checked = _check_ports(raw, where, note)
-    if key is not None and not warned:
+    checked = _check_ports(raw, where, warn)
+    # clean when every entry became a port (each one that did not was warned about)
+    if key is not None and len(checked) == len(raw):
         if len(_checked_ports) >= _CHECKED_PORTS_CAP:
             _checked_ports.clear()
         _checked_ports[key] = checked

@@ -105,6 +105,16 @@ def signed(query: dns.message.Message) -> bytes:
     return query.to_wire()
 
 
+def check_tsig_chain(messages: list[bytes], query: dns.message.Message) -> None:
+    """Each message of a transfer verifies, each MAC chained to the one before."""
+    context = None
+    for message in messages:
+        read = dns.message.from_wire(message, keyring=KEYRING, request_mac=query.mac,
+                                     xfr=True, tsig_ctx=context, multi=True,
+                                     one_rr_per_rrset=True)
+        assert read.had_tsig
+        context = read.tsig_ctx
+
 def no_soa_ixfr() -> bytes:
     return dns.message.make_query(ZONE, "IXFR").to_wire()
 
@@ -232,13 +242,7 @@ def test_a_signed_transfer_of_several_messages_verifies_as_one_chain() -> None:
     query = dns.message.make_query(ZONE, "AXFR")
     messages = run(t, signed(query))
     assert len(messages) > 1
-    context = None
-    for message in messages:
-        read = dns.message.from_wire(message, keyring=KEYRING, request_mac=query.mac,
-                                     xfr=True, tsig_ctx=context, multi=True,
-                                     one_rr_per_rrset=True)
-        assert read.had_tsig
-        context = read.tsig_ctx
+    check_tsig_chain(messages, query)
 
 
 def signed_at(query: dns.message.Message, when: int, error: int = 0) -> bytes:
@@ -424,10 +428,4 @@ def test_a_signed_ixfr_of_several_messages_verifies_as_one_chain() -> None:
     query = ixfr_query(serial - 1)
     messages = run(t, signed(query))
     assert len(messages) > 1 and t.counts.by == {("ixfr", "incremental"): 1}
-    context = None
-    for message in messages:
-        read = dns.message.from_wire(message, keyring=KEYRING, request_mac=query.mac,
-                                     xfr=True, tsig_ctx=context, multi=True,
-                                     one_rr_per_rrset=True)
-        assert read.had_tsig
-        context = read.tsig_ctx
+    check_tsig_chain(messages, query)
