@@ -32,12 +32,18 @@ def lower(text: str) -> str:
 
 
 # Port lists repeat across objects (every import of one kind of service): one tuple each.
-# Bounded, since objects choose them; starting over only costs the sharing.
+# Bounded, since objects choose them: at most _SHARED_PORTS_CAP lists of at most
+# SHARED_PORTS_MAX ports (a longer list, which the API allows by the tens of thousands,
+# is neither shared nor remembered, so the tables never hold more than the zone does);
+# starting over only costs the sharing.
 _SHARED_PORTS_CAP = 4096
+SHARED_PORTS_MAX = 16
 _shared_ports: dict[tuple[Port, ...], tuple[Port, ...]] = {}
 
 
 def shared(ports: tuple[Port, ...]) -> tuple[Port, ...]:
+    if len(ports) > SHARED_PORTS_MAX:
+        return ports
     found = _shared_ports.get(ports)
     if found is None:
         if len(_shared_ports) >= _SHARED_PORTS_CAP:
@@ -102,7 +108,7 @@ def ports(raw: Any, where: str, warn: Warn) -> tuple[Port, ...]:
         return ()
     if not isinstance(raw, list):
         raise InvalidObject(f"{where} is not a list")
-    key = _port_key(raw)
+    key = _port_key(raw) if len(raw) <= SHARED_PORTS_MAX else None
     if key is not None:
         try:
             found = _checked_ports.get(key)

@@ -130,3 +130,16 @@ def test_the_ips_are_packed_as_the_address_parser_reads_them() -> None:
     assert imp.packed_ips == pack_ips(expected)
     assert [str(ip) for ip in imp.ips] == ["10.1.2.3", "fd00::1", "::ffff:a01:203", "0.0.0.0"]
     assert len(warnings) == 9  # each text dropped says so (duplicates do not)
+
+
+@pytest.mark.parametrize("count", [fields.SHARED_PORTS_MAX, fields.SHARED_PORTS_MAX + 1])
+def test_only_short_port_lists_are_remembered(count: int) -> None:
+    """A list as long as the API allows would make the tables hold more than the zone:
+    past SHARED_PORTS_MAX ports it is checked each time and shared with nothing."""
+    raw = [port(i + 1, "TCP") for i in range(count)]
+    first, warned = ports_of(raw)
+    again, _ = ports_of(raw)
+    assert warned == [] and len(first) == count and again == first
+    kept = count <= fields.SHARED_PORTS_MAX
+    assert (again is first) == kept
+    assert len(fields._checked_ports) == len(fields._shared_ports) == (1 if kept else 0)
