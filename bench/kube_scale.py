@@ -43,7 +43,7 @@ from typing import Any
 # This checkout's clusterset_dns_testkit, whatever else is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterset_dns_testkit.bench import cli
+from clusterset_dns_testkit.bench import cli, shipped
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.apiload import (
     api_memory_mib,
@@ -138,9 +138,12 @@ def main() -> int:
     parser.add_argument("--scale", type=sizes,
                         help="comma-separated multiples of --imports and --headless (1,3,10): "
                              "--runs runs of each, smallest first")
+    parser.add_argument("--python", default="image", help=shipped.HELP)
     args = parser.parse_args()
+    args.python_exe = shipped.interpreter(args.python)
     runs = [one_run(args, scale) for scale in args.scale or [None] for _ in range(args.runs)]
     versions = bench_results.peer_versions("kube-apiserver", "etcd")
+    versions["python"] = shipped.describe(args.python_exe)  # ours'
     if args.coredns:
         versions |= bench_results.peer_versions("coredns")
     cli.publish(args, bench_results.envelope("kube_scale", {"runs": runs}, versions=versions,

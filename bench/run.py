@@ -33,7 +33,7 @@ from typing import Any
 # This checkout's clusterset_dns_testkit, whatever else is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterset_dns_testkit.bench import dataset, page
+from clusterset_dns_testkit.bench import dataset, page, shipped
 from clusterset_dns_testkit.bench import results as bench_results
 from clusterset_dns_testkit.bench.common import REPO, log
 from clusterset_dns_testkit.bench.coredns import start_coredns
@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None, benchmark: str = "run") -> int:
             "date": now.strftime("%Y-%m-%d %H:%M UTC"),
             "ours_version": ours_version(ctx),
             "ours_cmd": a.ours_cmd,
+            "python": shipped.describe(ctx.ours_cmd[0]),  # ours': the image's, as a rule
             "dataset": {k: info[k] for k in ("imports", "headless", "endpoints", "clusters",
                                              "namespaces", "n_objects", "n_queries", "seed")},
             "duration": a.duration,
@@ -159,7 +160,8 @@ def main(argv: list[str] | None = None, benchmark: str = "run") -> int:
         knot = meta["knot"].rsplit("version", 1)[-1].strip() if meta["knot"] else ""
         result = bench_results.envelope(
             benchmark, {"meta": meta, "rows": rows}, quick=a.quick, when=now,
-            versions={"dnsperf": meta["dnsperf"]} | ({"knot": knot} if knot else {})
+            versions={"dnsperf": meta["dnsperf"], "python": meta["python"]}
+            | ({"knot": knot} if knot else {})
             | (bench_results.peer_versions("coredns") if "coredns" in wanted else {})
             | (bench_results.peer_versions("dnstap") if "dnstap" in benchmark else {}))
         path = bench_results.write(result, a.results)

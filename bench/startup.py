@@ -3,8 +3,8 @@
     python bench/startup.py [--checkout DIR ...] [--coredns] [--rounds 3]
                             [--imports 10000 --headless 1000 --endpoints 100]
 
-Loads a real etcd + kube-apiserver once with ``kube_scale.py``'s objects
-(``clusterset_dns_testkit/bench/apiload.py``), then
+Loads a real etcd + kube-apiserver (with its watch cache, as clusters run it) once
+with ``kube_scale.py``'s objects (``clusterset_dns_testkit/bench/apiload.py``), then
 starts each server in turn, ``--rounds`` times, interleaved (so a slower moment of
 the machine hits every server alike): every ``--checkout`` (default: this one)
 with ``python -m clusterset_dns serve --kubeconfig ...`` run from that directory,
@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clusterset_dns_testkit.bench import apiload, cli  # noqa: E402
+from clusterset_dns_testkit.bench import apiload, cli, shipped  # noqa: E402
 from clusterset_dns_testkit.bench import results as bench_results  # noqa: E402
 from clusterset_dns_testkit.peers import KubeAPI  # noqa: E402
 
@@ -62,12 +62,18 @@ def main() -> int:
     parser.add_argument("--coredns", action="store_true", help="also start CoreDNS")
     parser.add_argument("--rounds", type=int, default=3)
     cli.add_dataset(parser, updates=False)
+    parser.add_argument("--python", default="image", help=shipped.HELP)
+    parser.add_argument("--no-watch-cache", dest="watch_cache", action="store_false",
+                        help="run the API server without its watch cache (every list from "
+                             "etcd; clusters run with it, as the results with "
+                             "'watch_cache': true were measured)")
     args = parser.parse_args()
+    args.python_exe = shipped.interpreter(args.python)
     servers: list[str] = [str(c.resolve()) for c in (args.checkout or [ROOT])]
     if args.coredns:
         servers.append("coredns")
     results: dict[str, list[dict[str, float]]] = {server: [] for server in servers}
-    with KubeAPI() as api:
+    with KubeAPI(watch_cache=args.watch_cache) as api:
         args.workdir = api.dir  # the servers' logs
         api.install_crds(["mcs-api-v0.5.0"])
         loaded = apiload.load(api, args.imports, args.headless, args.endpoints)
@@ -92,8 +98,10 @@ def main() -> int:
               f"clusterset-dns {bench_results.git_version(Path(server))}"): runs
              for server, runs in results.items()}
     cli.publish(args, bench_results.envelope(
-        "startup", {"rounds": args.rounds, "servers": named}, quick=cli.smaller(args),
-        versions=bench_results.peer_versions("kube-apiserver", "etcd", "coredns")))
+        "startup", {"rounds": args.rounds, "watch_cache": args.watch_cache, "servers": named},
+        quick=cli.smaller(args),
+        versions=bench_results.peer_versions("kube-apiserver", "etcd", "coredns")
+        | {"python": shipped.describe(args.python_exe)}))
     return 0
 
 

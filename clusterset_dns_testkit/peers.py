@@ -1060,11 +1060,14 @@ class CoreDNS:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, wait: bool = True) -> None:
+        """``wait``: until it answers (each probe waits up to 0.5 s: a timing starts
+        the process with False and watches for the answer it wants itself)."""
         self.proc = Proc("coredns", [self.binary, "-conf", self.corefile_path,
                                      "-dns.port", str(self.port)], self.log_path, cwd=self.dir)
-        _wait(self._answers, timeout, f"coredns answering on {self.host}:{self.port}", self.proc,
-              0.2)
+        if wait:
+            _wait(self._answers, timeout, f"coredns answering on {self.host}:{self.port}",
+                  self.proc, 0.2)
 
     def _answers(self) -> bool:
         import dns.exception

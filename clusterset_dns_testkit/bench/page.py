@@ -432,8 +432,10 @@ def _startup_section(path: Path, result: Result, root: Path) -> list[str]:
     servers: dict[str, list[Result]] = result["data"]["servers"]
     keys = list(dict.fromkeys(k for runs in servers.values() for r in runs for k in r))
     lines = [*_facts(path, result, root),
-             f"- {result['data'].get('rounds', '?')} round(s) against one loaded API server, "
-             "interleaved: median (each round)", "",
+             f"- {result['data'].get('rounds', '?')} round(s) against one loaded API server"
+             + {True: " with its watch cache", False: " without its watch cache"}.get(
+                 result["data"].get("watch_cache"), "")  # older results: without
+             + ", interleaved: median (each round)", "",
              "| server | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
     for name, runs in servers.items():
         cells = [_spread([r[k] for r in runs if k in r], ".3f", "") if any(k in r for r in runs)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from pathlib import Path
 
-from clusterset_dns_testkit.bench import dataset
+from clusterset_dns_testkit.bench import dataset, shipped
 from clusterset_dns_testkit.bench import results as bench_results
 
 
@@ -27,8 +26,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma list of ours1, ours2, ours1-plain (recvfrom/sendto UDP), knot, "
                    "coredns, ours1-dnstap and knot-dnstap (each sending every answer to "
                    "golang-dnstap's reader) (default: ours1,ours2,knot,coredns)")
-    p.add_argument("--ours-cmd", default=f"{shlex.quote(sys.executable)} -m clusterset_dns",
-                   help="command that runs clusterset-dns (python -m clusterset_dns)")
+    p.add_argument("--python", default="image", help=shipped.HELP)
+    p.add_argument("--ours-cmd", default=None,
+                   help="command that runs clusterset-dns (default: --python's interpreter "
+                        "-m clusterset_dns)")
     p.add_argument("--ttl", type=int, default=5)
     p.add_argument("--clients", type=int, default=16, help="dnsperf -c (16)")
     p.add_argument("--threads", type=int, default=1, help="dnsperf -T (1)")
@@ -65,4 +66,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                               ("endpoints", 10, 10), ("queries", 100_000, 10_000)):
         if getattr(a, name) is None:
             setattr(a, name, quick if q else full)
+    if a.ours_cmd is None:
+        a.ours_cmd = f"{shlex.quote(shipped.interpreter(a.python))} -m clusterset_dns"
     return a
