@@ -70,6 +70,8 @@ def main() -> int:
     args = parser.parse_args()
     args.python_exe = shipped.interpreter(args.python)
     servers: list[str] = [str(c.resolve()) for c in (args.checkout or [ROOT])]
+    for server in servers:
+        shipped.compile_package(args.python_exe, Path(server))
     if args.coredns:
         servers.append("coredns")
     results: dict[str, list[dict[str, float]]] = {server: [] for server in servers}

@@ -67,5 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(a, name) is None:
             setattr(a, name, quick if q else full)
     if a.ours_cmd is None:
-        a.ours_cmd = f"{shlex.quote(shipped.interpreter(a.python))} -m clusterset_dns"
+        python = shipped.interpreter(a.python)
+        shipped.compile_package(python)
+        a.ours_cmd = f"{shlex.quote(python)} -m clusterset_dns"
     return a

@@ -85,3 +85,15 @@ def test_describe_names_the_version_or_gives_the_command_back(tmp_path: Path) ->
     version = ".".join(map(str, sys.version_info[:3]))
     assert shipped.describe(sys.executable) == f"{version} ({sys.executable})"
     assert shipped.describe(str(tmp_path / "nothing")) == str(tmp_path / "nothing")
+
+
+def test_compile_package_writes_the_bytecode_the_image_has(tmp_path: Path) -> None:
+    package = tmp_path / "clusterset_dns"
+    package.mkdir()
+    (package / "mod.py").write_text("VALUE = 1\n")
+    (package / "other").mkdir()
+    (package / "other" / "deep.py").write_text("VALUE = 2\n")
+    shipped.compile_package(sys.executable, tmp_path)
+    tag = sys.implementation.cache_tag
+    assert (package / "__pycache__" / f"mod.{tag}.pyc").is_file()
+    assert (package / "other" / "__pycache__" / f"deep.{tag}.pyc").is_file()
