@@ -140,8 +140,7 @@ def main() -> int:
                              "--runs runs of each, smallest first")
     parser.add_argument("--python", default="image", help=shipped.HELP)
     args = parser.parse_args()
-    args.python_exe = shipped.interpreter(args.python)
-    shipped.compile_package(args.python_exe)
+    args.python_exe = shipped.prepare(args.python)
     runs = [one_run(args, scale) for scale in args.scale or [None] for _ in range(args.runs)]
     versions = bench_results.peer_versions("kube-apiserver", "etcd")
     versions["python"] = shipped.describe(args.python_exe)  # ours'

@@ -68,10 +68,8 @@ def main() -> int:
                              "etcd; clusters run with it, as the results with "
                              "'watch_cache': true were measured)")
     args = parser.parse_args()
-    args.python_exe = shipped.interpreter(args.python)
     servers: list[str] = [str(c.resolve()) for c in (args.checkout or [ROOT])]
-    for server in servers:
-        shipped.compile_package(args.python_exe, Path(server))
+    args.python_exe = shipped.prepare(args.python, tuple(Path(s) for s in servers))
     if args.coredns:
         servers.append("coredns")
     results: dict[str, list[dict[str, float]]] = {server: [] for server in servers}

@@ -460,12 +460,14 @@ def renamed(path: str, wanted: Mapping[str, str]) -> dict[str, str]:
              if mutsource.describe(source, n, texts.get(n, ""))[1] != text}
     if not moved:
         return {}
-    functions = {n.rsplit("__mutmut_", 1)[0] for n in moved}
-    others = [n for n in exit_codes(path)
-              if n.rsplit("__mutmut_", 1)[0] in functions and n not in wanted]
+    def function(name: str) -> str:  # the mutated function's name, without the number
+        return name.rsplit("__mutmut_", 1)[0]
+
+    functions = {function(n) for n in moved}
+    others = [n for n in exit_codes(path) if function(n) in functions and n not in wanted]
     found, other_texts = {}, diffs(others)
     for name, text in moved.items():
-        same = [n for n in others if n.rsplit("__mutmut_", 1)[0] == name.rsplit("__mutmut_", 1)[0]
+        same = [n for n in others if function(n) == function(name)
                 and mutsource.describe(source, n, other_texts.get(n, ""))[1] == text]
         if len(same) == 1:
             found[name] = same[0]

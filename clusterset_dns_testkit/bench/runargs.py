@@ -67,7 +67,5 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(a, name) is None:
             setattr(a, name, quick if q else full)
     if a.ours_cmd is None:
-        python = shipped.interpreter(a.python)
-        shipped.compile_package(python)
-        a.ours_cmd = f"{shlex.quote(python)} -m clusterset_dns"
+        a.ours_cmd = f"{shlex.quote(shipped.prepare(a.python))} -m clusterset_dns"
     return a

@@ -82,6 +82,15 @@ def compile_package(python: str, checkout: Path = REPO) -> None:
                    check=True, timeout=300, stdout=subprocess.DEVNULL)
 
 
+def prepare(choice: str, checkouts: tuple[Path, ...] = (REPO,)) -> str:
+    """:func:`interpreter` for ``choice``, with each checkout byte-compiled for it: what
+    a benchmark runs its servers with."""
+    python = interpreter(choice)
+    for checkout in checkouts:
+        compile_package(python, checkout)
+    return python
+
+
 def describe(python: str) -> str:
     """For a result's versions: the interpreter's version and where it is (the command
     as given when it is not a Python that answers)."""

@@ -97,3 +97,14 @@ def test_compile_package_writes_the_bytecode_the_image_has(tmp_path: Path) -> No
     tag = sys.implementation.cache_tag
     assert (package / "__pycache__" / f"mod.{tag}.pyc").is_file()
     assert (package / "other" / "__pycache__" / f"deep.{tag}.pyc").is_file()
+
+
+def test_prepare_compiles_every_checkout_for_the_interpreter(tmp_path: Path) -> None:
+    checkouts = (tmp_path / "a", tmp_path / "b")
+    for checkout in checkouts:
+        (checkout / "clusterset_dns").mkdir(parents=True)
+        (checkout / "clusterset_dns" / "mod.py").write_text("VALUE = 1\n")
+    assert shipped.prepare("current", checkouts) == sys.executable
+    tag = sys.implementation.cache_tag
+    for checkout in checkouts:
+        assert (checkout / "clusterset_dns" / "__pycache__" / f"mod.{tag}.pyc").is_file()
