@@ -121,14 +121,18 @@ def dns_a(port: int, name: str, sock: socket.socket) -> set[str]:
 PROBE_S = 0.02
 
 
-def wait_answer(port: int, name: str, want: str, timeout: float) -> float:
-    """Seconds until ``port`` answers ``name`` with ``want`` among its A records."""
+def wait_answer(port: int, name: str, want: str, timeout: float,
+                alive: Callable[[], bool] = lambda: True) -> float:
+    """Seconds until ``port`` answers ``name`` with ``want`` among its A records;
+    RuntimeError as soon as ``alive()`` says the server is gone."""
     start = time.monotonic()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(PROBE_S)
         while time.monotonic() - start < timeout:
             if want in dns_a(port, name, sock):
                 return time.monotonic() - start
+            if not alive():
+                raise RuntimeError(f"the server exited before answering {name}")
             time.sleep(0.01)
     raise RuntimeError(f"{name} never answered {want} within {timeout}s")
 
@@ -243,7 +247,8 @@ def start_ours(api: KubeAPI, args: argparse.Namespace, checkout: Path = REPO
     ready_s = time.monotonic() - t0
     cpu_s = cpu_seconds(proc.pid)
     last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
-    answer_s = ready_s + wait_answer(port, last, ip4(args.imports - 1), 60)
+    answer_s = ready_s + wait_answer(port, last, ip4(args.imports - 1), 60,
+                                     lambda: proc.poll() is None)
     built_s = answer_s + until_quiet([proc.pid], BUILT_QUIET, BUILT_WINDOW, BUILT_LIMIT)
     return proc, port, {"ready_s": ready_s, "first_answer_s": answer_s, "built_s": built_s,
                         "rss_mib": tree_memory_mib(proc.pid)[0],
@@ -258,10 +263,16 @@ def start_coredns(api: KubeAPI, args: argparse.Namespace) -> tuple[CoreDNS, dict
     # which measured CoreDNS up to 0.7 s late (0.71-0.76 or exactly 1.416 s at 100,000
     # endpoints); the last import's answer is watched for from the process's start.
     coredns.start(wait=False)
-    last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
-    answer_s = time.monotonic() - t0 + wait_answer(coredns.port, last, ip4(args.imports - 1), 180)
-    time.sleep(2)  # let its informers settle before reading the memory
     assert coredns.proc is not None
+    last = f"svc-{args.imports - 1}.ns-{(args.imports - 1) % NAMESPACES}.svc.clusterset.local"
+    try:
+        answer_s = time.monotonic() - t0 + wait_answer(
+            coredns.port, last, ip4(args.imports - 1), 180, coredns.proc.alive)
+    except RuntimeError as exc:
+        error = coredns.proc.fail(str(exc))  # with its log's tail, before close removes it
+        coredns.close()
+        raise error from exc
+    time.sleep(2)  # let its informers settle before reading the memory
     return coredns, {"first_answer_s": answer_s, "rss_mib": tree_memory_mib(coredns.proc.pid)[0],
                      "peak_mib": memory_kib(coredns.proc.pid)["VmHWM"] / 1024}
 
